@@ -1,0 +1,93 @@
+// Package store defines the seam between the relay (and the operations
+// tools) and a database backend. A backend, such as [pgstore], implements
+// [Queue]; every backend must pass the same behavioural suite.
+//
+// The contract every Queue keeps:
+//
+//   - Claim returns only due messages (PENDING or FAILED with NextAttemptAt
+//     reached, or IN_FLIGHT with an expired lease), and among those only the
+//     head of each aggregate: a message is never claimed while an earlier
+//     message (lower Seq) of the same aggregate is unsent (PENDING, FAILED,
+//     IN_FLIGHT or DEAD_LETTER). Concurrent claims never return the same
+//     message twice.
+//   - A claim takes a lease: the messages are IN_FLIGHT, owned by the claim's
+//     token until LeaseExpiresAt. After that another claim may take them over
+//     with a new token.
+//   - MarkSent, MarkFailed and Release change only messages that are still
+//     IN_FLIGHT under the given token. A relay whose lease was taken over
+//     changes nothing (fencing); the returned count says how many rows it
+//     did change.
+//
+// [pgstore]: github.com/outbox-dev/outbox/store/pgstore
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// ClaimParams says who claims how much for how long.
+type ClaimParams struct {
+	// Owner names the relay instance; it is stored as the lease owner.
+	Owner string
+	// Limit is the most messages to claim.
+	Limit int
+	// Lease is how long the claim holds the messages.
+	Lease time.Duration
+}
+
+// Claim is a batch of messages leased to one relay.
+type Claim struct {
+	// Token fences the claim: every later state change must present it.
+	Token uuid.UUID
+	// Records are IN_FLIGHT under Token, in Seq order.
+	Records []outbox.Record
+}
+
+// Failure is the outcome of one failed publish.
+type Failure struct {
+	// Seq identifies the message.
+	Seq int64
+	// Error is kept as the message's LastError.
+	Error string
+	// Delay until the next attempt (NextAttemptAt = database now + Delay).
+	Delay time.Duration
+	// CountAttempt adds one to Attempts. False when the failure was not the
+	// message's fault (the broker was unreachable).
+	CountAttempt bool
+	// Dead moves the message to DEAD_LETTER instead of FAILED.
+	Dead bool
+}
+
+// Queue is what the relay needs from a store.
+type Queue interface {
+	// Claim leases up to p.Limit due messages, at most one per aggregate
+	// (the aggregate's head), in a short transaction of its own.
+	Claim(ctx context.Context, p ClaimParams) (Claim, error)
+	// MarkSent marks the messages SENT with PublishedAt = now, if they are
+	// still IN_FLIGHT under token. It returns the number of rows changed.
+	MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error)
+	// MarkFailed records failed attempts (FAILED or DEAD_LETTER), if the
+	// messages are still IN_FLIGHT under token. It returns the number of
+	// rows changed.
+	MarkFailed(ctx context.Context, token uuid.UUID, failures []Failure) (int64, error)
+	// Release gives messages back unsent and due at once (status PENDING, or
+	// FAILED if they had failed attempts), without counting an attempt; used
+	// on shutdown. It returns the number of rows changed.
+	Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error)
+}
+
+// Notifier is implemented by stores that can wake the relay when messages
+// are committed (PostgreSQL LISTEN/NOTIFY). The relay polls as well, so a
+// store without it, or with it switched off, still works.
+type Notifier interface {
+	// Notifications returns a channel that receives a value soon after a
+	// transaction that enqueued messages commits. It is closed when ctx is
+	// done. Notifications may be coalesced or, after a reconnect, lost; the
+	// relay's poll covers for that.
+	Notifications(ctx context.Context) (<-chan struct{}, error)
+}

@@ -1,0 +1,193 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// Limits bound what Enqueue accepts. The zero value means the defaults.
+type Limits struct {
+	// MaxPayloadBytes is the largest payload accepted. Defaults to 1 MiB
+	// (1,048,576), Kafka's default max.message.bytes.
+	MaxPayloadBytes int
+}
+
+// DefaultMaxPayloadBytes is the default of Limits.MaxPayloadBytes.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// maxNameLen bounds the identifying string fields (types, ids, header names).
+const maxNameLen = 255
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxPayloadBytes == 0 {
+		l.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	return l
+}
+
+// ReservedHeaders are the Kafka headers the relay sets on every record. A
+// message's own Headers must not use these names (compared case-insensitively).
+var ReservedHeaders = []string{
+	"eventId", "eventType", "eventVersion", "aggregateType", "aggregateId",
+	"correlationId", "causationId", "traceparent", "tracestate", "contentType",
+}
+
+var (
+	headerNameRe  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
+	topicRe       = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	traceparentRe = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+)
+
+// Prepare fills in defaults (ID, EventVersion, ContentType, TraceParent from
+// ctx) and validates each message. It returns copies; msgs is not modified.
+// On error nothing is returned, and the error is a *[ValidationError] naming
+// the first bad field.
+func Prepare(ctx context.Context, limits Limits, msgs []Message) ([]Message, error) {
+	limits = limits.WithDefaults()
+	out := make([]Message, len(msgs))
+	var traceparent string
+	traceLooked := false
+	for i, m := range msgs {
+		if m.ID == uuid.Nil {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("outbox: new message id: %w", err)
+			}
+			m.ID = id
+		}
+		if m.EventVersion == 0 {
+			m.EventVersion = 1
+		}
+		if m.ContentType == "" {
+			m.ContentType = ContentTypeJSON
+		}
+		if m.TraceParent == "" {
+			if !traceLooked {
+				traceparent = TraceParentFromContext(ctx)
+				traceLooked = true
+			}
+			m.TraceParent = traceparent
+		}
+		if err := validate(i, &m, limits); err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// Validate checks msgs against the rules Enqueue applies, after defaults.
+// It returns a *[ValidationError] for the first rule broken.
+func Validate(limits Limits, msgs ...Message) error {
+	_, err := Prepare(context.Background(), limits, msgs)
+	return err
+}
+
+func validate(i int, m *Message, l Limits) error {
+	bad := func(field, rule string) error { return &ValidationError{Index: i, Field: field, Rule: rule} }
+	if err := checkName(m.AggregateType, true); err != "" {
+		return bad("aggregateType", err)
+	}
+	if err := checkName(m.AggregateID, true); err != "" {
+		return bad("aggregateId", err)
+	}
+	if err := checkName(m.EventType, true); err != "" {
+		return bad("eventType", err)
+	}
+	if m.EventVersion < 1 {
+		return bad("eventVersion", "must be 1 or more")
+	}
+	if m.Topic != "" && (!topicRe.MatchString(m.Topic) || m.Topic == "." || m.Topic == "..") {
+		return bad("topic", "must be 1-249 characters of letters, digits, '.', '_' and '-', and not '.' or '..'")
+	}
+	if err := checkName(m.CorrelationID, false); err != "" {
+		return bad("correlationId", err)
+	}
+	if err := checkName(m.CausationID, false); err != "" {
+		return bad("causationId", err)
+	}
+	if m.TraceParent != "" && (!traceparentRe.MatchString(m.TraceParent) || strings.HasPrefix(m.TraceParent, "ff-")) {
+		return bad("traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+	}
+	if err := checkContentType(m.ContentType); err != "" {
+		return bad("contentType", err)
+	}
+	if len(m.Payload) == 0 {
+		return bad("payload", "must not be empty")
+	}
+	if len(m.Payload) > l.MaxPayloadBytes {
+		return bad("payload", fmt.Sprintf("must be at most %d bytes, is %d", l.MaxPayloadBytes, len(m.Payload)))
+	}
+	if IsJSON(m.ContentType) && !json.Valid(m.Payload) {
+		return bad("payload", "must be valid JSON for content type "+m.ContentType)
+	}
+	for name, value := range m.Headers {
+		field := fmt.Sprintf("headers[%q]", name)
+		if !headerNameRe.MatchString(name) {
+			return bad(field, "name must be 1-255 characters of letters, digits, '.', '_' and '-'")
+		}
+		for _, r := range ReservedHeaders {
+			if strings.EqualFold(name, r) {
+				return bad(field, "name is reserved: the relay sets "+r+" itself")
+			}
+		}
+		if !utf8.ValidString(value) {
+			return bad(field, "value must be valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// checkName returns the broken rule for an identifying string, or "".
+func checkName(s string, required bool) string {
+	switch {
+	case s == "" && required:
+		return "must not be empty"
+	case strings.TrimSpace(s) != s:
+		return "must not start or end with white space"
+	case len(s) > maxNameLen:
+		return fmt.Sprintf("must be at most %d bytes", maxNameLen)
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+func checkContentType(ct string) string {
+	if len(ct) > maxNameLen {
+		return fmt.Sprintf("must be at most %d bytes", maxNameLen)
+	}
+	if _, _, err := mime.ParseMediaType(ct); err != nil {
+		return "must be a media type such as application/json"
+	}
+	return ""
+}
+
+// IsJSON reports whether a content type is JSON (application/json or a
+// +json suffix type such as application/cloudevents+json).
+func IsJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// TraceParentFromContext returns the W3C traceparent of the OpenTelemetry
+// span in ctx, or "" when ctx carries no valid span.
+func TraceParentFromContext(ctx context.Context) string {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier.Get("traceparent")
+}
