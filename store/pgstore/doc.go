@@ -1,0 +1,92 @@
+// Package pgstore is the PostgreSQL outbox store, built on pgx v5. It
+// writes messages inside the application's own transactions and implements
+// [store.Queue] and [store.Notifier] for the relay.
+//
+// # Setting up
+//
+// Create a store on a pgx pool and apply the migrations once at start-up
+// (the CLI's "outbox migrate" does the same):
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db/app")
+//	...
+//	s, err := pgstore.New(pool, pgstore.Config{Schema: "outbox"})
+//	...
+//	err = s.Migrate(ctx)
+//
+// Migrate is idempotent and safe to run from several processes at once.
+//
+// # Enqueueing with pgx
+//
+// Write the events in the same transaction as the business change. They are
+// visible to the relay only if that transaction commits, and gone if it
+// rolls back:
+//
+//	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//		if _, err := tx.Exec(ctx, "UPDATE orders SET state = 'placed' WHERE id = $1", orderID); err != nil {
+//			return err
+//		}
+//		return s.Enqueue(ctx, tx, outbox.Message{
+//			AggregateType: "Order",
+//			AggregateID:   orderID,
+//			EventType:     "OrderPlaced",
+//			Payload:       []byte(`{"orderId":"` + orderID + `"}`),
+//		})
+//	})
+//
+// # Enqueueing with database/sql
+//
+// With database/sql, open the database with the pgx driver
+// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", url)) and use
+// [Store.EnqueueSQL] with the *sql.Tx; it runs the same statement.
+//
+// Both validate every message first (see [outbox.Prepare]); an invalid one
+// gives a *[outbox.ValidationError] and nothing is written. All messages of
+// one call are inserted with a single INSERT ... SELECT FROM unnest(...),
+// one round trip however many there are.
+//
+// # Schema
+//
+// All objects live in Config.Schema (default "outbox"); queries are
+// schema-qualified, so the connection's search_path does not matter. The
+// schema name is validated as a lower-case identifier and quoted; it is
+// filled into the embedded SQL once, in [New].
+//
+//   - outbox_messages: one row per message. seq (identity, primary key)
+//     orders messages; id (unique) is the event id. status is one of
+//     PENDING, IN_FLIGHT, SENT, FAILED, DEAD_LETTER; attempts,
+//     next_attempt_at and last_error drive retries; lease_owner,
+//     lease_token and lease_expires_at are the relay's lease; published_at
+//     is set when the broker acknowledged.
+//   - outbox_migrations: the applied migration versions.
+//   - A statement-level AFTER INSERT trigger on outbox_messages that runs
+//     pg_notify on channel "outbox_<schema>"; [Store.Notifications] LISTENs
+//     on it. NOTIFY is delivered at commit, so a relay wakes only for
+//     committed messages, and outboxes in two schemas do not wake each
+//     other.
+//
+// # Indexes
+//
+//   - outbox_messages_due, on (seq) where status is PENDING, FAILED or
+//     IN_FLIGHT: the claim's scan for due messages in seq order. It is
+//     partial, so the SENT rows a busy outbox accumulates are not in it and
+//     a claim costs in proportion to the backlog, not to the table.
+//   - outbox_messages_unsent_by_aggregate, on (aggregate_type,
+//     aggregate_id, seq) where status is not SENT: the claim's probe "is
+//     there an earlier unsent message of this aggregate?", which keeps each
+//     aggregate in order.
+//   - The unique index on id serves [Store.Get].
+//
+// # Claiming
+//
+// [Store.Claim] is one autocommit statement: a CTE selects due heads of
+// aggregates with FOR UPDATE SKIP LOCKED, and an UPDATE leases them under a
+// new random token. MarkSent, MarkFailed and Release change a row only while
+// it is IN_FLIGHT under that token, so a relay whose lease expired and was
+// taken over changes nothing.
+//
+// Order within an aggregate is seq order. seq is assigned when a row is
+// inserted, not when it commits, so two transactions that write the same
+// aggregate at the same time should be serialised by the application, as
+// they normally are by a lock on the aggregate's own row (an UPDATE of the
+// order, say); otherwise the later seq may commit, and be published, first.
+package pgstore

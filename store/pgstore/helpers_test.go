@@ -1,0 +1,121 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// bundle is what most tests need: a migrated store in its own schema.
+type bundle struct {
+	pool   *pgxpool.Pool
+	schema string
+	store  *pgstore.Store
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
+	s, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := s.Migrate(testCtx(t)); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return &bundle{pool: pool, schema: schema, store: s}
+}
+
+// testCtx is a context that ends with the test, bounded to 30 s.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// msg returns a valid message of the aggregate with a fresh id.
+func msg(aggregateType, aggregateID string) outbox.Message {
+	return outbox.Message{
+		ID:            uuid.New(),
+		AggregateType: aggregateType,
+		AggregateID:   aggregateID,
+		EventType:     "Happened",
+		Payload:       []byte(`{"n":1}`),
+	}
+}
+
+// enqueue commits msgs in one transaction and returns their seqs in order.
+func (b *bundle) enqueue(t *testing.T, msgs ...outbox.Message) []int64 {
+	t.Helper()
+	ctx := testCtx(t)
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return b.store.Enqueue(ctx, tx, msgs...)
+	})
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	seqs := make([]int64, len(msgs))
+	for i, m := range msgs {
+		seqs[i] = b.get(t, m.ID).Seq
+	}
+	return seqs
+}
+
+func (b *bundle) get(t *testing.T, id uuid.UUID) outbox.Record {
+	t.Helper()
+	r, err := b.store.Get(testCtx(t), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return r
+}
+
+// exec runs sql with {{schema}} replaced by the quoted test schema.
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.pool.Exec(testCtx(t), b.sql(sql), args...); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+func (b *bundle) sql(s string) string {
+	return strings.ReplaceAll(s, "{{schema}}", pgx.Identifier{b.schema}.Sanitize())
+}
+
+// count returns the number of rows in outbox_messages.
+func (b *bundle) count(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT count(*) FROM {{schema}}.outbox_messages")).Scan(&n); err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+// dbNow is the database clock.
+func (b *bundle) dbNow(t *testing.T) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := b.pool.QueryRow(testCtx(t), "SELECT clock_timestamp()").Scan(&now); err != nil {
+		t.Fatalf("now: %v", err)
+	}
+	return now
+}
+
+func seqsOf(recs []outbox.Record) []int64 {
+	out := make([]int64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Seq
+	}
+	return out
+}

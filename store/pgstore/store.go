@@ -1,0 +1,173 @@
+package pgstore
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// DefaultSchema is the default of Config.Schema.
+const DefaultSchema = "outbox"
+
+// ErrInvalidConfig is wrapped by the error [New] returns for a Config it
+// cannot use; the message names the bad field.
+var ErrInvalidConfig = errors.New("pgstore: invalid config")
+
+// ErrNotFound is returned (wrapped) by [Store.Get] when no message has the
+// id. Test for it with errors.Is.
+var ErrNotFound = errors.New("pgstore: message not found")
+
+// schemaRe is the identifier rule for Config.Schema: lower-case so that the
+// quoted and unquoted spellings name the same schema, and at most 63 bytes,
+// PostgreSQL's identifier limit.
+var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Config configures a [Store].
+type Config struct {
+	// Schema is the PostgreSQL schema that holds the outbox tables. It must
+	// match ^[a-z_][a-z0-9_]{0,62}$ and not start with "pg_". Defaults to
+	// "outbox".
+	Schema string
+	// Limits bound what Enqueue accepts. Defaults to the zero
+	// [outbox.Limits], which means outbox's defaults.
+	Limits outbox.Limits
+	// Logger receives warnings from the background work of
+	// [Store.Notifications] (lost and restored listening connections).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	c.Limits = c.Limits.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks c after defaults and names the first bad field.
+func (c Config) validate() error {
+	if !schemaRe.MatchString(c.Schema) {
+		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
+	}
+	if strings.HasPrefix(c.Schema, "pg_") {
+		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
+	}
+	if c.Limits.MaxPayloadBytes < 0 {
+		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// Store is the PostgreSQL outbox store. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	cfg     Config
+	channel string // the NOTIFY channel, "outbox_" + schema
+	q       queries
+	// migrations are the embedded migrations with their SQL rendered.
+	migrations []Migration
+}
+
+// Compile-time proof that Store is a full store backend.
+var (
+	_ store.Queue    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// queries are the rendered SQL texts, with the schema filled in.
+type queries struct {
+	enqueue, claim, markSent, markFailed, release, get, counts string
+
+	migrateLock, migrateSetup, migrateApplied, migrateRecord string
+}
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+// New returns a store on pool using the tables in cfg.Schema. It does not
+// touch the database; call [Store.Migrate] to create or update the tables.
+// A bad cfg gives an error that wraps [ErrInvalidConfig] and names the field.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: New: nil pool")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, cfg: cfg, channel: channelName(cfg.Schema)}
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
+		{&s.q.enqueue, "enqueue.sql"},
+		{&s.q.claim, "claim.sql"},
+		{&s.q.markSent, "mark_sent.sql"},
+		{&s.q.markFailed, "mark_failed.sql"},
+		{&s.q.release, "release.sql"},
+		{&s.q.get, "get.sql"},
+		{&s.q.counts, "counts.sql"},
+		{&s.q.migrateLock, "migrate_lock.sql"},
+		{&s.q.migrateSetup, "migrate_setup.sql"},
+		{&s.q.migrateApplied, "migrate_applied.sql"},
+		{&s.q.migrateRecord, "migrate_record.sql"},
+	} {
+		b, err := queryFiles.ReadFile("queries/" + f.file)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: read embedded %s: %w", f.file, err)
+		}
+		*f.dst = s.render(string(b))
+	}
+	s.migrations = Migrations()
+	for i := range s.migrations {
+		s.migrations[i].SQL = s.render(s.migrations[i].SQL)
+	}
+	return s, nil
+}
+
+// Schema returns the schema the store uses (after defaults).
+func (s *Store) Schema() string { return s.cfg.Schema }
+
+// render fills the placeholders of an embedded SQL text. The only values
+// substituted are the validated schema name, quoted as an identifier, and the
+// channel derived from it, quoted as a literal.
+func (s *Store) render(sql string) string {
+	return strings.NewReplacer(
+		"{{schema}}", pgx.Identifier{s.cfg.Schema}.Sanitize(),
+		"{{channel_literal}}", quoteLiteral(s.channel),
+	).Replace(sql)
+}
+
+// channelName is the NOTIFY channel for schema: "outbox_" + schema. Channel
+// names are identifiers and so at most 63 bytes; a longer name keeps its
+// first 46 bytes and ends in a hash of the whole, so that it stays distinct.
+func channelName(schema string) string {
+	const maxIdent = 63
+	name := "outbox_" + schema
+	if len(name) <= maxIdent {
+		return name
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
+}
+
+// quoteLiteral quotes s as a SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
