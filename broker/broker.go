@@ -1,0 +1,258 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultListen is the default of Config.Listen.
+	DefaultListen = "127.0.0.1:9092"
+	// DefaultPartitions is the default of Config.Partitions.
+	DefaultPartitions = 3
+	// DefaultMaxMessageBytes is the default of Config.MaxMessageBytes:
+	// Kafka's own default message.max.bytes (1 MiB plus 12 bytes of record
+	// batch overhead).
+	DefaultMaxMessageBytes = 1_048_588
+)
+
+// Config configures an embedded broker. The zero value is one broker on
+// 127.0.0.1:9092, in memory.
+type Config struct {
+	// Listen is the host:port of the first broker. Broker i listens on
+	// port+i of the same host; with port 0 every broker takes any free
+	// port. Defaults to "127.0.0.1:9092".
+	Listen string
+	// AdvertisedHost is the host the brokers give clients in metadata.
+	// Defaults to the host of Listen, or 127.0.0.1 when that is empty or
+	// unspecified (0.0.0.0, ::): set it when clients on other machines
+	// connect to a broker listening on every interface.
+	AdvertisedHost string
+	// Brokers is the number of brokers in the cluster. Defaults to 1.
+	Brokers int
+	// Partitions is the partition count of seed topics and of topics
+	// created automatically or without a count. Defaults to 3.
+	Partitions int
+	// DataDir is where the cluster keeps its state (topics, records,
+	// consumer group offsets), so that a broker started again on the same
+	// directory carries on where the last one stopped. Defaults to "":
+	// memory only.
+	DataDir string
+	// MaxMessageBytes is the broker's message.max.bytes: the largest record
+	// batch it accepts. Defaults to 1,048,588, Kafka's default.
+	MaxMessageBytes int
+	// SeedTopics are created at Start, with Partitions partitions, unless
+	// they exist. Defaults to none.
+	SeedTopics []string
+	// Logger receives the cluster's log; its per-request messages are at
+	// debug level. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Brokers == 0 {
+		c.Brokers = 1
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Broker is a running embedded cluster.
+type Broker struct {
+	cluster   *kfake.Cluster
+	addrs     []string
+	closeOnce sync.Once
+}
+
+// Start starts the cluster and returns once every broker listens and the
+// seed topics exist. Topics are created automatically when a client asks
+// for one that does not exist (if the client allows it). An error names
+// the Config field at fault.
+func Start(cfg Config) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("broker: config: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, bad("Listen", "%v", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, bad("Listen", "port %q is not a number from 0 to 65535", portStr)
+	}
+	switch {
+	case cfg.Brokers < 1:
+		return nil, bad("Brokers", "must be 1 or more")
+	case port != 0 && port+cfg.Brokers-1 > 65535:
+		return nil, bad("Brokers", "%d brokers from port %d run past port 65535", cfg.Brokers, port)
+	case cfg.Partitions < 1:
+		return nil, bad("Partitions", "must be 1 or more")
+	case cfg.MaxMessageBytes < 1:
+		return nil, bad("MaxMessageBytes", "must be 1 or more")
+	}
+	for i, t := range cfg.SeedTopics {
+		if t == "" {
+			return nil, bad(fmt.Sprintf("SeedTopics[%d]", i), "must not be empty")
+		}
+	}
+	advertised := cfg.AdvertisedHost
+	if advertised == "" {
+		advertised = host
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			advertised = "127.0.0.1"
+		}
+	}
+
+	ports := make([]int, cfg.Brokers)
+	if port != 0 {
+		for i := range ports {
+			ports[i] = port + i
+		}
+	}
+	opts := []kfake.Opt{
+		kfake.Ports(ports...),
+		// kfake listens on 127.0.0.1 and advertises the listener's address;
+		// listen on the configured host and advertise the chosen one.
+		kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			_, p, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			ln, err := net.Listen(network, net.JoinHostPort(host, p))
+			if err != nil {
+				return nil, err
+			}
+			_, actual, err := net.SplitHostPort(ln.Addr().String())
+			if err != nil {
+				ln.Close()
+				return nil, err
+			}
+			return advertisedListener{ln, advertisedAddr(net.JoinHostPort(advertised, actual))}, nil
+		}),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(cfg.MaxMessageBytes)}),
+		kfake.WithLogger(slogLogger{cfg.Logger}),
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+	}
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("broker: start on %s: %w", cfg.Listen, err)
+	}
+	b := &Broker{cluster: cluster, addrs: cluster.ListenAddrs()}
+	if len(cfg.SeedTopics) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.createTopics(ctx, cfg.SeedTopics, cfg.Partitions); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// createTopics creates the topics that do not exist yet. A restarted
+// cluster keeps its topics, so this is done with a request rather than
+// kfake.SeedTopics, which only applies to a cluster started afresh.
+func (b *Broker) createTopics(ctx context.Context, topics []string, partitions int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...))
+	if err != nil {
+		return fmt.Errorf("broker: create seed topics: %w", err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10_000
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic = t
+		rt.NumPartitions = int32(partitions)
+		rt.ReplicationFactor = -1
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("broker: create seed topics: %w", err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("broker: create seed topic %s: %w", t.Topic, err)
+		}
+	}
+	return nil
+}
+
+// Addrs returns the host:port of every broker, as clients should dial them.
+func (b *Broker) Addrs() []string { return slices.Clone(b.addrs) }
+
+// Cluster returns the underlying kfake cluster, for tests that inject
+// faults (ControlKey), move partitions or add brokers.
+func (b *Broker) Cluster() *kfake.Cluster { return b.cluster }
+
+// Close stops the cluster. With a DataDir it first writes its state, so a
+// broker started on the same directory carries on. Close is safe to call
+// more than once.
+func (b *Broker) Close() {
+	b.closeOnce.Do(b.cluster.Close)
+}
+
+// advertisedListener reports the advertised address as its own, because
+// kfake advertises what its listener's Addr says.
+type advertisedListener struct {
+	net.Listener
+	addr advertisedAddr
+}
+
+func (l advertisedListener) Addr() net.Addr { return l.addr }
+
+// advertisedAddr is a host:port whose host may be a name.
+type advertisedAddr string
+
+func (advertisedAddr) Network() string  { return "tcp" }
+func (a advertisedAddr) String() string { return string(a) }
+
+// slogLogger passes kfake's log to a *slog.Logger.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	lvl := slog.LevelDebug - 4
+	switch level {
+	case kfake.LogLevelError:
+		lvl = slog.LevelError
+	case kfake.LogLevelWarn:
+		lvl = slog.LevelWarn
+	case kfake.LogLevelInfo:
+		lvl = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, lvl) {
+		return
+	}
+	s.l.Log(ctx, lvl, "broker: "+fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,170 @@
+package kafka
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultClientID is the default of Config.ClientID.
+	DefaultClientID = "outbox-relay"
+	// DefaultTopic is the default of Config.DefaultTopic.
+	DefaultTopic = "outbox.events"
+	// DefaultMaxBufferedRecords is the default of Config.MaxBufferedRecords.
+	DefaultMaxBufferedRecords = 10000
+	// DefaultMaxMessageBytes is the default of Config.MaxMessageBytes:
+	// Kafka's default message.max.bytes (1 MiB plus 12 bytes of batch
+	// overhead).
+	DefaultMaxMessageBytes = 1_048_588
+	// DefaultDeliveryTimeout is the default of Config.DeliveryTimeout.
+	DefaultDeliveryTimeout = 30 * time.Second
+	// DefaultRequestTimeout is the default of Config.RequestTimeout.
+	DefaultRequestTimeout = 10 * time.Second
+	// UnknownTopicRetries is how many metadata refreshes the producer waits
+	// for a topic that the cluster says does not exist before it fails the
+	// topic's records with UNKNOWN_TOPIC_OR_PARTITION. Refreshes are at
+	// least a second apart, so that takes a few seconds.
+	UnknownTopicRetries = 3
+)
+
+// metadataMinAge is the shortest time between two metadata refreshes.
+const metadataMinAge = time.Second
+
+// Config configures a [Sink]. Only Brokers is required.
+type Config struct {
+	// Brokers are the seed brokers, as host:port. Required.
+	Brokers []string
+	// ClientID is the Kafka client id, shown in broker logs and quotas.
+	// Defaults to "outbox-relay".
+	ClientID string
+	// DefaultTopic is the topic of a message that names none and matches no
+	// routing rule. Defaults to "outbox.events".
+	DefaultTopic string
+	// TopicByAggregateType routes messages without a topic by aggregate
+	// type ("Order" -> "orders"). Defaults to none.
+	TopicByAggregateType map[string]string
+	// Route is custom routing for messages without a topic. When it returns
+	// a non-empty topic, that topic wins over TopicByAggregateType and
+	// DefaultTopic. Defaults to none.
+	Route func(outbox.Record) string
+	// AllowAutoTopicCreation lets the producer ask the broker to create a
+	// missing topic (the broker must allow it too). Defaults to false: on a
+	// real cluster topics are created on purpose, and a record for an
+	// unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION, a permanent
+	// error, after [UnknownTopicRetries] metadata refreshes.
+	AllowAutoTopicCreation bool
+	// Linger is how long a partition waits for more records before it
+	// sends a batch. Defaults to 0: send at once. Publish hands a whole
+	// batch of records to the producer before it waits, so records queued
+	// while a request is in flight are batched anyway; a linger only adds
+	// latency to every Publish.
+	Linger time.Duration
+	// MaxBufferedRecords bounds the records buffered in the producer;
+	// Publish blocks while the buffer is full. Defaults to 10000.
+	MaxBufferedRecords int
+	// MaxMessageBytes is the largest record batch the producer builds
+	// (franz-go's ProducerBatchMaxBytes). Set it to at most the smallest
+	// max.message.bytes of the topics written to. A record larger than it
+	// fails at once with MESSAGE_TOO_LARGE (permanent) without reaching the
+	// broker, and its neighbours are unaffected. If a topic's limit is
+	// lower after all, Publish still succeeds for the records that fit on
+	// their own (see [Sink.Publish]). Defaults to 1,048,588, Kafka's default
+	// message.max.bytes.
+	MaxMessageBytes int
+	// DeliveryTimeout bounds how long a record may wait in the producer,
+	// including retries, before it fails with a timeout (an
+	// [sink.ErrUnavailable] error). A record already sent is only failed
+	// once its request is answered, since the idempotent producer cannot
+	// know whether the broker wrote it; the ctx given to Publish is the
+	// hard bound on how long Publish waits. Defaults to 30s.
+	DeliveryTimeout time.Duration
+	// RequestTimeout is how long a broker may take to answer a produce
+	// request. Defaults to 10s.
+	RequestTimeout time.Duration
+	// Security configures TLS and SASL. Defaults to plaintext without
+	// authentication.
+	Security Security
+	// Logger receives the client's warnings and errors. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// ExtraOpts are passed to kgo.NewClient after the options built from
+	// the fields above, so they override them. Defaults to none.
+	ExtraOpts []kgo.Opt
+}
+
+// topicRe is Kafka's rule for topic names.
+var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func validTopic(t string) bool { return topicRe.MatchString(t) && t != "." && t != ".." }
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.DefaultTopic == "" {
+		c.DefaultTopic = DefaultTopic
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = DefaultMaxBufferedRecords
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate reports the first bad field of a defaulted config.
+func (c Config) validate() error {
+	bad := func(field, rule string) error {
+		return fmt.Errorf("kafka: config: %s: %s", field, rule)
+	}
+	if len(c.Brokers) == 0 {
+		return bad("Brokers", "at least one seed broker is required")
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			return bad(fmt.Sprintf("Brokers[%d]", i), "must not be empty")
+		}
+	}
+	if !validTopic(c.DefaultTopic) {
+		return bad("DefaultTopic", fmt.Sprintf("%q is not a valid topic name", c.DefaultTopic))
+	}
+	for at, t := range c.TopicByAggregateType {
+		if !validTopic(t) {
+			return bad(fmt.Sprintf("TopicByAggregateType[%q]", at), fmt.Sprintf("%q is not a valid topic name", t))
+		}
+	}
+	if c.Linger < 0 {
+		return bad("Linger", "must not be negative")
+	}
+	if c.MaxBufferedRecords < 0 {
+		return bad("MaxBufferedRecords", "must not be negative")
+	}
+	if c.MaxMessageBytes < 512 || c.MaxMessageBytes > 1<<30 {
+		return bad("MaxMessageBytes", "must be between 512 and 1 GiB")
+	}
+	if c.DeliveryTimeout < 0 {
+		return bad("DeliveryTimeout", "must not be negative")
+	}
+	if c.RequestTimeout < 0 {
+		return bad("RequestTimeout", "must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+// Package kafka is the [sink.Sink] for Apache Kafka and every broker that
+// speaks its protocol (Redpanda, WarpStream, the embedded [broker]), built on
+// franz-go.
+//
+// # The record contract
+//
+// Every outbox message becomes one Kafka record (see [Record]):
+//
+//   - key: the aggregate id, so all events of an aggregate land on one
+//     partition, in order. Partitions are chosen with murmur2 like the Java
+//     client's default partitioner, so Kafka Streams and every other client
+//     agree on the partition of a key.
+//   - value: the payload, unchanged.
+//   - headers, in this order: eventId, eventType, eventVersion,
+//     aggregateType, aggregateId, correlationId, causationId, traceparent
+//     (only when set), contentType, then the message's own headers sorted
+//     by name. Values are UTF-8 text; eventVersion is a decimal number.
+//   - timestamp: the time of publishing (CreateTime).
+//
+// # Topics
+//
+// A message's Topic wins; without one, Config.Route decides, then
+// Config.TopicByAggregateType, then Config.DefaultTopic ("outbox.events").
+// Topics are expected to exist: with auto creation off (the default), a
+// record for a missing topic fails with UNKNOWN_TOPIC_OR_PARTITION, a
+// permanent error.
+//
+// # Delivery
+//
+// The producer waits for all in-sync replicas (acks=all) and is idempotent,
+// so its own retries neither duplicate nor reorder records. Publish returns
+// only when the broker has answered for every record or the caller's
+// context ends. A record the caller gave up on may still be written, so
+// delivery is at least once: consumers deduplicate by eventId.
+//
+// # Errors
+//
+// [ClassifyError] sorts produce errors into the classes of package sink:
+// refusals that retrying cannot fix ([sink.ErrPermanent], such as
+// MESSAGE_TOO_LARGE or an unknown topic), an unreachable or silent cluster
+// ([sink.ErrUnavailable]), and the rest (retriable). Error texts keep the
+// broker's reason.
+//
+// # Security
+//
+// [Security] turns on TLS (with a CA file and a client certificate for
+// mutual TLS) and SASL PLAIN or SCRAM. It never prints the password.
+//
+// [broker]: github.com/outbox-dev/outbox/broker
+package kafka

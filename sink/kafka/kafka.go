@@ -1,0 +1,230 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/sink"
+)
+
+// Sink publishes outbox records to Kafka. It is safe for concurrent use.
+type Sink struct {
+	cfg       Config
+	client    *kgo.Client
+	closeOnce sync.Once
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a Sink for cfg. It does not connect: the first Publish or
+// Ping does. An error names the Config field at fault.
+func New(cfg Config) (*Sink, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	secOpts, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.WithLogger(slogLogger{cfg.Logger}),
+		// Every in-sync replica must have the record before it counts as
+		// published. The idempotent producer (franz-go's default, kept on)
+		// makes the producer's own retries write each record once and in
+		// order.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Keyed records are hashed with murmur2 exactly like the Java
+		// client's default partitioner, so every Kafka client agrees on the
+		// partition of an aggregate.
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		// Snappy, which every Kafka client decodes; a batch goes out
+		// uncompressed when compressing does not make it smaller.
+		kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
+		kgo.UnknownTopicRetries(UnknownTopicRetries),
+		// Refresh metadata at most this often (franz-go's default is 5s),
+		// so that a missing topic fails in seconds, not half a minute.
+		kgo.MetadataMinAge(metadataMinAge),
+	}
+	if cfg.AllowAutoTopicCreation {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	opts = append(opts, secOpts...)
+	opts = append(opts, cfg.ExtraOpts...)
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: new client: %w", err)
+	}
+	return &Sink{cfg: cfg, client: client}, nil
+}
+
+// Topic returns the topic rec is published to: the message's own Topic if
+// set, else what Config.Route returns if not empty, else the topic
+// Config.TopicByAggregateType maps its aggregate type to, else
+// Config.DefaultTopic.
+func (s *Sink) Topic(rec outbox.Record) string {
+	if rec.Topic != "" {
+		return rec.Topic
+	}
+	if s.cfg.Route != nil {
+		if t := s.cfg.Route(rec); t != "" {
+			return t
+		}
+	}
+	if t, ok := s.cfg.TopicByAggregateType[rec.AggregateType]; ok && t != "" {
+		return t
+	}
+	return s.cfg.DefaultTopic
+}
+
+// Publish produces recs and waits until the broker acknowledged or refused
+// each one, or ctx is done. It returns one error per record, in the order
+// of recs; nil means every in-sync replica has the record. Each error has
+// been passed through [ClassifyError].
+//
+// Records of one aggregate share a key, hence a partition, and the
+// idempotent producer writes them in the order given. All records are
+// handed to the producer at once, so when a record fails, a later record of
+// the same aggregate in the same call may still be published; the relay
+// never puts two records of one aggregate into one call.
+//
+// When ctx is done first, the records not yet acknowledged get an error
+// wrapping ctx.Err() (an [sink.ErrUnavailable] error). The broker may still
+// write such a record afterwards, so a retry can publish it twice: delivery
+// is at least once, and consumers deduplicate by the eventId header.
+//
+// When a broker refuses a batch of several records as too large
+// (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), which happens when a topic's
+// max.message.bytes is below Config.MaxMessageBytes, Publish sends each of
+// those records again on its own, so that only a record that is too large
+// by itself fails.
+func (s *Sink) Publish(ctx context.Context, recs []outbox.Record) []error {
+	errs := make([]error, len(recs))
+	if len(recs) == 0 {
+		return errs
+	}
+	topics := make([]string, len(recs))
+	krecs := make([]*kgo.Record, len(recs))
+	for i, rec := range recs {
+		topics[i] = s.Topic(rec)
+		krecs[i] = Record(rec, topics[i])
+	}
+	s.produce(ctx, krecs, errs)
+	s.retryTooLarge(ctx, recs, topics, errs)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = ClassifyError(fmt.Errorf("kafka: publish message %s to topic %s: %w", recs[i].ID, topics[i], err))
+		}
+	}
+	return errs
+}
+
+// produce hands krecs to the producer and waits for every outcome, writing
+// the error of krecs[i] to errs[i], or until ctx is done.
+func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
+	type result struct {
+		i   int
+		err error
+	}
+	// Buffered for every record, so that promises called after we returned
+	// (ctx done) never block the producer.
+	results := make(chan result, len(krecs))
+	for i, kr := range krecs {
+		s.client.Produce(ctx, kr, func(_ *kgo.Record, err error) { results <- result{i, err} })
+	}
+	acked := make([]bool, len(krecs))
+	collect := func(r result) {
+		errs[r.i] = r.err
+		acked[r.i] = true
+	}
+	for range krecs {
+		select {
+		case r := <-results:
+			collect(r)
+		case <-ctx.Done():
+			// Take the outcomes that have arrived, so that no acknowledged
+			// record is reported as failed.
+		drain:
+			for {
+				select {
+				case r := <-results:
+					collect(r)
+				default:
+					break drain
+				}
+			}
+			for i := range krecs {
+				if !acked[i] {
+					errs[i] = fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+				}
+			}
+			return
+		}
+	}
+}
+
+// errEarlierFailed is the (retriable) error of a record not retried because
+// an earlier record of its aggregate failed in the same call.
+var errEarlierFailed = errors.New("not retried: an earlier record of the same aggregate failed")
+
+// retryTooLarge produces again, one at a time and in order, the records that
+// failed as too large when more than one did: the broker refuses a whole
+// batch and the producer then fails every record buffered for the
+// partition, so all but one of them may fit on their own.
+func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics []string, errs []error) {
+	var idx []int
+	for i, err := range errs {
+		if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) < 2 {
+		return
+	}
+	type aggregate struct{ typ, id string }
+	failed := make(map[aggregate]bool)
+	for _, i := range idx {
+		agg := aggregate{recs[i].AggregateType, recs[i].AggregateID}
+		switch {
+		case ctx.Err() != nil:
+			errs[i] = fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+		case failed[agg]:
+			errs[i] = errEarlierFailed
+		default:
+			s.produce(ctx, []*kgo.Record{Record(recs[i], topics[i])}, errs[i:i+1])
+			if errs[i] != nil {
+				failed[agg] = true
+			}
+		}
+	}
+}
+
+// Ping checks that a broker is reachable and answers. Its error is passed
+// through [ClassifyError], so an unreachable cluster gives an
+// [sink.ErrUnavailable] error.
+func (s *Sink) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx); err != nil {
+		return ClassifyError(fmt.Errorf("kafka: ping: %w", err))
+	}
+	return nil
+}
+
+// Close closes the client's connections. Records still buffered from a
+// Publish whose ctx ended fail. Close is safe to call more than once.
+func (s *Sink) Close() error {
+	s.closeOnce.Do(s.client.Close)
+	return nil
+}

@@ -1,0 +1,29 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// slogLogger passes franz-go's warnings and errors to a *slog.Logger.
+type slogLogger struct{ l *slog.Logger }
+
+var _ kgo.Logger = slogLogger{}
+
+// Level is warn: franz-go's info level logs every connection and request.
+func (slogLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (s slogLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lvl := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		lvl = slog.LevelError
+	case kgo.LogLevelWarn:
+		lvl = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		lvl = slog.LevelInfo
+	}
+	s.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+}
