@@ -1,0 +1,153 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// Config configures a Relay. Zero fields take the documented defaults.
+type Config struct {
+	// Store is where messages are claimed and marked. Required. If it also
+	// implements store.Notifier and Listen is not disabled, the relay wakes
+	// on new messages at once.
+	Store store.Queue
+	// Sink is where messages are published. Required.
+	Sink sink.Sink
+
+	// ID names this relay instance in leases and logs. Defaults to
+	// "<hostname>-<pid>-<random>".
+	ID string
+	// BatchSize is the most messages one claim takes. Defaults to 100.
+	BatchSize int
+	// Workers is the number of claim-publish-mark loops that run at once,
+	// so that one batch is claimed while another waits for acks.
+	// Defaults to 2.
+	Workers int
+	// Lease is how long a claim holds its messages. A crashed relay's
+	// messages become claimable again after it. Defaults to 30s.
+	Lease time.Duration
+	// PublishTimeout bounds the wait for the broker's acks of one batch.
+	// It must be shorter than Lease. Defaults to Lease/2.
+	PublishTimeout time.Duration
+	// PollInterval is how often the relay looks for due messages when it
+	// was not woken by a notification. Defaults to 1s.
+	PollInterval time.Duration
+	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
+	// poolers in transaction mode); the relay then relies on PollInterval.
+	// Defaults to false.
+	DisableListen bool
+	// MaxAttempts is the number of failed attempts after which a message
+	// becomes DEAD_LETTER. Defaults to 10.
+	MaxAttempts int
+	// RetryBase and RetryMax shape the delay before retry n:
+	// min(RetryMax, RetryBase * 2^n), with jitter of up to half of it
+	// subtracted. Default to 1s and 300s (the seeds' 2^attempt seconds,
+	// capped at 300s).
+	RetryBase, RetryMax time.Duration
+	// UnavailableBackoffMax caps the pause of the whole relay while the
+	// broker is unreachable (it starts at 500ms and doubles). Defaults
+	// to 30s.
+	UnavailableBackoffMax time.Duration
+	// ShutdownTimeout bounds how long Stop waits for outstanding acks
+	// before releasing the leases of what was not sent. Defaults to 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hooks observe the relay (metrics). Optional.
+	Hooks Hooks
+}
+
+// Defaults of Config.
+const (
+	DefaultBatchSize             = 100
+	DefaultWorkers               = 2
+	DefaultLease                 = 30 * time.Second
+	DefaultPollInterval          = time.Second
+	DefaultMaxAttempts           = 10
+	DefaultRetryBase             = time.Second
+	DefaultRetryMax              = 300 * time.Second
+	DefaultUnavailableBackoffMax = 30 * time.Second
+	DefaultShutdownTimeout       = 10 * time.Second
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = c.Lease / 2
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = DefaultRetryBase
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	if c.UnavailableBackoffMax == 0 {
+		c.UnavailableBackoffMax = DefaultUnavailableBackoffMax
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ErrInvalidConfig is wrapped by the error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("relay: invalid config")
+
+func (c Config) validate() error {
+	bad := func(field, rule string) error { return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, rule) }
+	switch {
+	case c.Store == nil:
+		return bad("Store", "is required")
+	case c.Sink == nil:
+		return bad("Sink", "is required")
+	case c.BatchSize < 1:
+		return bad("BatchSize", "must be at least 1")
+	case c.Workers < 1:
+		return bad("Workers", "must be at least 1")
+	case c.Lease < time.Second:
+		return bad("Lease", "must be at least 1s")
+	case c.PublishTimeout <= 0 || c.PublishTimeout >= c.Lease:
+		return bad("PublishTimeout", "must be positive and shorter than Lease")
+	case c.PollInterval < time.Millisecond:
+		return bad("PollInterval", "must be at least 1ms")
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "must be at least 1")
+	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
+		return bad("RetryBase/RetryMax", "must be positive with RetryMax >= RetryBase")
+	case c.UnavailableBackoffMax <= 0:
+		return bad("UnavailableBackoffMax", "must be positive")
+	case c.ShutdownTimeout < 0:
+		return bad("ShutdownTimeout", "must not be negative")
+	}
+	return nil
+}

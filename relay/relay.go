@@ -1,0 +1,512 @@
+// Package relay publishes the outbox: it claims due messages from a
+// store.Queue in small batches, publishes them with a sink.Sink, and marks
+// them SENT only after the broker acknowledged them.
+//
+// # Guarantees
+//
+//   - At least once: a message is marked SENT only after its ack. A relay
+//     that dies after the ack but before the mark leaves the message
+//     IN_FLIGHT; when its lease expires another relay (or the restarted one)
+//     sends it again. Consumers must be idempotent (see package inbox).
+//   - No two relays send a message at the same time: claims use
+//     FOR UPDATE SKIP LOCKED and a lease; every state change after the claim
+//     is fenced by the claim's token, so a relay whose lease was taken over
+//     changes nothing.
+//   - Order per aggregate: a store claims only the head of each aggregate
+//     (no earlier message of it unsent), so a message never overtakes an
+//     earlier one of its aggregate, whatever the number of relays. A
+//     message that is retrying or dead-lettered blocks only its own
+//     aggregate.
+//   - Failures: a retriable error counts an attempt and schedules a retry
+//     after min(RetryMax, RetryBase*2^attempts) minus up to half of it as
+//     jitter; after MaxAttempts the message is DEAD_LETTER. An error the
+//     broker will never accept (too large, invalid or unknown topic, not
+//     authorized) dead-letters at once with the broker's reason. An
+//     unreachable broker is not the message's fault: nothing is counted,
+//     and the whole relay pauses with a growing backoff instead of
+//     looping.
+//   - No database transaction is held open while waiting for the broker:
+//     claim and mark are separate short statements.
+//
+// # Lifecycle
+//
+// [Relay.Start] returns at once; [Relay.Stop] stops claiming, waits for
+// outstanding acks up to Config.ShutdownTimeout, releases the leases of
+// whatever was not sent, and is safe to call more than once. [Relay.Run]
+// does both around a context, for a main function.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// ErrAlreadyStarted is returned by Start when the relay runs already.
+var ErrAlreadyStarted = errors.New("relay: already started")
+
+// Relay moves messages from a store to a sink. Create it with [New].
+type Relay struct {
+	cfg Config
+	log *slog.Logger
+
+	wake    waker
+	backoff unavailableBackoff
+
+	mu       sync.Mutex
+	started  bool
+	stopOnce sync.Once
+	stopping chan struct{} // closed when Stop is called: claim no more
+	sendCtx  context.Context
+	sendStop context.CancelFunc // cancels in-flight publishes after ShutdownTimeout
+	done     chan struct{}      // closed when every worker has returned
+}
+
+// New validates cfg (after defaults) and returns a relay that is not yet
+// running. The error wraps ErrInvalidConfig and names the field.
+func New(cfg Config) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:      cfg,
+		log:      cfg.Logger.With(slog.String("relay", cfg.ID)),
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	r.wake.init()
+	r.backoff.max = cfg.UnavailableBackoffMax
+	return r, nil
+}
+
+// ID returns the relay's instance id, as stored in lease_owner.
+func (r *Relay) ID() string { return r.cfg.ID }
+
+// Start launches the workers and returns at once. ctx bounds the whole
+// run: when it is done the relay stops as if Stop had been called.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return ErrAlreadyStarted
+	}
+	r.started = true
+	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
+
+	var wg sync.WaitGroup
+	if n, ok := r.cfg.Store.(store.Notifier); ok && !r.cfg.DisableListen {
+		ch, err := n.Notifications(ctx)
+		if err != nil {
+			r.log.Warn("LISTEN failed; relying on polling", slog.Any("error", err))
+		} else {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range ch {
+					r.wake.broadcast()
+				}
+			}()
+		}
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.beginStop()
+		case <-r.stopping:
+		}
+	}()
+	workers := sync.WaitGroup{}
+	for i := range r.cfg.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			r.work(i == 0)
+		}()
+	}
+	go func() {
+		workers.Wait()
+		r.sendStop()
+		close(r.done)
+		wg.Wait()
+	}()
+	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
+		slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
+	return nil
+}
+
+func (r *Relay) beginStop() { r.stopOnce.Do(func() { close(r.stopping) }) }
+
+// Stop stops claiming, waits up to Config.ShutdownTimeout for the acks of
+// batches in flight (marking them), then cancels what is left and releases
+// its leases. It returns when every worker has finished, or with ctx's
+// error if ctx ends first. Calling it again, or on a relay that never
+// started, is safe.
+func (r *Relay) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	r.beginStop()
+	if !started {
+		return nil
+	}
+	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-r.done:
+		r.log.Info("relay stopped")
+		return nil
+	case <-timer.C:
+		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes and releasing their leases")
+		r.sendStop()
+	case <-ctx.Done():
+		r.sendStop()
+		return ctx.Err()
+	}
+	select {
+	case <-r.done:
+		r.log.Info("relay stopped")
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stopped returns a channel closed when the relay has stopped.
+func (r *Relay) Stopped() <-chan struct{} { return r.done }
+
+// Run starts the relay and blocks until ctx is done, then stops it
+// gracefully. It returns nil after a clean stop.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
+	defer cancel()
+	return r.Stop(stopCtx)
+}
+
+// work is one claim-publish-mark loop. The poller (one worker) also wakes on
+// the poll interval; the others sleep until someone finds work or a
+// notification arrives, so an idle relay sends one query per PollInterval.
+func (r *Relay) work(poller bool) {
+	var ticker <-chan time.Time
+	if poller {
+		t := time.NewTicker(r.cfg.PollInterval)
+		defer t.Stop()
+		ticker = t.C
+	}
+	dbBackoff := time.Duration(0)
+	for {
+		if r.isStopping() {
+			return
+		}
+		if d := r.backoff.remaining(); d > 0 {
+			if !r.sleep(d) {
+				return
+			}
+			continue
+		}
+		woken := r.wake.wait() // taken before the claim so no wake-up is lost
+		n, err := r.runBatch()
+		switch {
+		case err != nil:
+			dbBackoff = min(max(2*dbBackoff, 100*time.Millisecond), 5*time.Second)
+			r.log.Warn("claim failed", slog.Any("error", err), slog.Duration("retry_in", dbBackoff))
+			if !r.sleep(dbBackoff) {
+				return
+			}
+			continue
+		case n > 0:
+			dbBackoff = 0
+			r.wake.broadcast() // more may be due: let the other workers join in
+			continue
+		}
+		dbBackoff = 0
+		select {
+		case <-r.stopping:
+			return
+		case <-woken:
+		case <-ticker:
+		}
+	}
+}
+
+func (r *Relay) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d or until stop; it reports false on stop.
+func (r *Relay) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.stopping:
+		return false
+	}
+}
+
+// runBatch claims, publishes and marks one batch. It returns the number of
+// messages claimed.
+func (r *Relay) runBatch() (int, error) {
+	claimCtx, cancel := context.WithTimeout(r.sendCtx, r.cfg.Lease/2)
+	claimStart := time.Now()
+	claim, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{Owner: r.cfg.ID, Limit: r.cfg.BatchSize, Lease: r.cfg.Lease})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("relay: claim: %w", err)
+	}
+	recs := claim.Records
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	if r.cfg.Hooks.Claimed != nil {
+		r.cfg.Hooks.Claimed(len(recs))
+	}
+	// The lease ends Lease after the claim; stop waiting for the broker well
+	// before, so that no ack arrives for a message another relay may own.
+	leaseEnd := claimStart.Add(r.cfg.Lease)
+	failpoint.Inject("relay-after-claim")
+
+	pubCtx, cancel := context.WithDeadline(r.sendCtx, claimStart.Add(r.cfg.PublishTimeout))
+	errs := r.cfg.Sink.Publish(pubCtx, recs)
+	cancel()
+	if len(errs) != len(recs) {
+		// A sink bug; treat every record as not sent rather than guess.
+		bug := fmt.Errorf("relay: sink returned %d results for %d records", len(errs), len(recs))
+		r.log.Error("sink bug", slog.Any("error", bug))
+		errs = make([]error, len(recs))
+		for i := range errs {
+			errs[i] = bug
+		}
+	}
+	failpoint.Inject("relay-after-ack")
+
+	var sent, released []int64
+	var sentRecs []outbox.Record
+	var failures []store.Failure
+	var failedRecs []outbox.Record
+	var failedErrs []error
+	unavailable := false
+	shuttingDown := r.sendCtx.Err() != nil
+	for i, rec := range recs {
+		err := errs[i]
+		if err == nil {
+			sent = append(sent, rec.Seq)
+			sentRecs = append(sentRecs, rec)
+			continue
+		}
+		class := sink.Classify(err)
+		if shuttingDown && class == sink.Unavailable {
+			released = append(released, rec.Seq)
+			continue
+		}
+		f := store.Failure{Seq: rec.Seq, Error: err.Error()}
+		switch class {
+		case sink.Unavailable:
+			unavailable = true
+			f.Delay = r.backoff.next()
+		case sink.Permanent:
+			f.CountAttempt, f.Dead = true, true
+		default:
+			f.CountAttempt = true
+			f.Dead = rec.Attempts+1 >= r.cfg.MaxAttempts
+			f.Delay = r.retryDelay(rec.Attempts + 1)
+		}
+		failures = append(failures, f)
+		failedRecs = append(failedRecs, rec)
+		failedErrs = append(failedErrs, err)
+	}
+	if !unavailable && len(sent) > 0 {
+		r.backoff.reset()
+	}
+
+	if len(sent) > 0 {
+		n, err := r.mark(leaseEnd, func(ctx context.Context) (int64, error) {
+			return r.cfg.Store.MarkSent(ctx, claim.Token, sent)
+		})
+		if err != nil {
+			r.log.Error("mark sent failed; the messages will be sent again after the lease expires",
+				slog.Any("error", err), slog.Int("messages", len(sent)))
+		} else {
+			r.fenced(claim.Token, len(sent), n)
+			if r.cfg.Hooks.Published != nil {
+				now := time.Now()
+				for _, rec := range sentRecs {
+					r.cfg.Hooks.Published(rec, now.Sub(rec.CreatedAt))
+				}
+			}
+		}
+	}
+	if len(failures) > 0 {
+		n, err := r.mark(leaseEnd, func(ctx context.Context) (int64, error) {
+			return r.cfg.Store.MarkFailed(ctx, claim.Token, failures)
+		})
+		if err != nil {
+			r.log.Error("mark failed failed; the messages will be retried after the lease expires",
+				slog.Any("error", err), slog.Int("messages", len(failures)))
+		} else {
+			r.fenced(claim.Token, len(failures), n)
+		}
+		for i, f := range failures {
+			rec := failedRecs[i]
+			attrs := []any{slog.String("message_id", rec.ID.String()), slog.String("aggregate_type", rec.AggregateType),
+				slog.String("aggregate_id", rec.AggregateID), slog.String("event_type", rec.EventType),
+				slog.Int("attempts", rec.Attempts+boolInt(f.CountAttempt)), slog.String("error", f.Error)}
+			switch {
+			case f.Dead:
+				r.log.Error("message dead-lettered", attrs...)
+			case f.CountAttempt:
+				r.log.Warn("publish failed; retry scheduled", append(attrs, slog.Duration("retry_in", f.Delay))...)
+			default:
+				r.log.Debug("broker unavailable; retry scheduled", append(attrs, slog.Duration("retry_in", f.Delay))...)
+			}
+			if r.cfg.Hooks.Failed != nil {
+				r.cfg.Hooks.Failed(rec, failedErrs[i], f.Dead)
+			}
+		}
+		if unavailable {
+			r.log.Warn("broker unavailable; relay pausing", slog.Duration("pause", r.backoff.remaining()))
+		}
+	}
+	if len(released) > 0 {
+		n, err := r.mark(leaseEnd, func(ctx context.Context) (int64, error) {
+			return r.cfg.Store.Release(ctx, claim.Token, released)
+		})
+		if err != nil {
+			r.log.Error("release failed; the messages become due when the lease expires", slog.Any("error", err))
+		} else {
+			r.fenced(claim.Token, len(released), n)
+			r.log.Info("released unsent messages on shutdown", slog.Int64("messages", n))
+		}
+	}
+	return len(recs), nil
+}
+
+// mark runs a state change, retrying transient database errors (a killed
+// connection, a failover) until shortly before the lease ends. Past that the
+// message is someone else's to send, and the fence would reject the change
+// anyway.
+func (r *Relay) mark(leaseEnd time.Time, fn func(context.Context) (int64, error)) (int64, error) {
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)
+		n, err := fn(ctx)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		if time.Until(leaseEnd) < wait {
+			return 0, err
+		}
+		r.log.Warn("mark failed; retrying", slog.Any("error", err), slog.Duration("retry_in", wait))
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func (r *Relay) fenced(token uuid.UUID, want int, got int64) {
+	if got >= int64(want) {
+		return
+	}
+	lost := want - int(got)
+	r.log.Warn("lease was taken over; another relay owns these messages now",
+		slog.String("token", token.String()), slog.Int("messages", lost))
+	if r.cfg.Hooks.Fenced != nil {
+		r.cfg.Hooks.Fenced(lost)
+	}
+}
+
+// retryDelay is the delay before the next attempt after `attempt` failures:
+// min(RetryMax, RetryBase*2^attempt), minus a random jitter of up to half.
+func (r *Relay) retryDelay(attempt int) time.Duration {
+	d := r.cfg.RetryMax
+	if attempt < 40 {
+		if e := r.cfg.RetryBase << attempt; e > 0 && e < d {
+			d = e
+		}
+	}
+	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waker broadcasts wake-ups to every waiting worker.
+type waker struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *waker) init() { w.ch = make(chan struct{}) }
+
+// wait returns a channel closed by the next broadcast.
+func (w *waker) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (w *waker) broadcast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+}
+
+// unavailableBackoff pauses the whole relay while the broker is unreachable:
+// 500ms, doubling up to max, reset by the next successful publish.
+type unavailableBackoff struct {
+	mu    sync.Mutex
+	max   time.Duration
+	cur   time.Duration
+	until time.Time
+}
+
+func (b *unavailableBackoff) next() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.cur == 0:
+		b.cur = min(500*time.Millisecond, b.max)
+	case time.Now().After(b.until): // failing again after the last pause
+		b.cur = min(2*b.cur, b.max)
+	}
+	b.until = time.Now().Add(b.cur)
+	return b.cur
+}
+
+func (b *unavailableBackoff) remaining() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Until(b.until)
+}
+
+func (b *unavailableBackoff) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cur, b.until = 0, time.Time{}
+}
