@@ -1,0 +1,236 @@
+// Package cli is the outbox command line: the command tree, the flags (each
+// also settable by an OUTBOX_* environment variable), logging, and the
+// commands. Each command is a thin layer over a library package, so that
+// whatever the command line does, a Go program can do too.
+//
+// To add a command, write a func(*app) *cobra.Command in a file of its own,
+// give it a Short, a Long, an Example and a GroupID, and list it in
+// [commands]. It gets the global flags, the environment binding and a logger
+// for free (the root's PersistentPreRunE sets them up, so a command must not
+// set a PersistentPreRun of its own); it opens the database with
+// [app.openStore] and reports a bad flag with [flagError].
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// Exit codes of Main.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // a bad command line: unknown command or flag, or a bad flag value
+)
+
+// Command groups, in the order --help lists them.
+var groups = []*cobra.Group{
+	{ID: "run", Title: "Run services:"},
+	{ID: "database", Title: "Manage the outbox database:"},
+	{ID: "try", Title: "Try it out:"},
+}
+
+// commands are the constructors of the top-level commands.
+var commands = []func(*app) *cobra.Command{
+	newRelayCommand,
+	// newBrokerCommand,
+	newMigrateCommand,
+}
+
+// app is what every command shares: the output streams, the environment,
+// the global flags and, once the flags are parsed, the logger.
+type app struct {
+	stdout, stderr io.Writer
+	lookupEnv      LookupEnv
+
+	databaseURL string
+	schema      string
+	logLevel    string
+	logFormat   string
+
+	// logger is set before any command's RunE runs.
+	logger *slog.Logger
+}
+
+// Main runs the outbox command line with args (without the program name),
+// reading flags' defaults from the process environment. It returns the exit
+// status: 0 on success, 1 when the command failed, 2 for a bad command line.
+// Long-running commands stop gracefully when ctx is done.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdout, stderr, os.LookupEnv)
+}
+
+// run is Main with the environment given, for tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv LookupEnv) int {
+	root := newRootCommand(&app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv})
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "Error: %v\n", err)
+	if isUsageError(err) {
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return exitUsage
+	}
+	return exitError
+}
+
+// newRootCommand builds the whole command tree around a.
+func newRootCommand(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "outbox",
+		Short: "Transactional outbox toolkit: relay events from PostgreSQL to Kafka",
+		Long: `outbox publishes the events that applications write to an outbox table, in
+the same transaction as their business data, to Kafka: at least once, in
+order per aggregate, with retries and a dead-letter state for events that
+cannot be published.
+
+Start with 'outbox migrate' to create the outbox tables, then run
+'outbox relay' next to your application. For local development,
+'outbox broker' runs a small Kafka-compatible broker.
+
+Every flag can also be set by an environment variable: OUTBOX_ followed by
+the flag name in upper case with '_' for '-' (--database-url is
+OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
+		Example: `  export OUTBOX_DATABASE_URL=postgres://app@localhost:5432/app
+  outbox migrate
+  outbox relay --kafka-brokers kafka-1:9092,kafka-2:9092`,
+		Version:           buildVersion(),
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		PersistentPreRunE: a.setup,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.databaseURL, "database-url", "",
+		"PostgreSQL connection `URL` or key=value DSN (required by commands that use the database; keep a password in the environment rather than on the command line)")
+	pf.StringVar(&a.schema, "schema", pgstore.DefaultSchema, "PostgreSQL `schema` that holds the outbox tables")
+	pf.StringVar(&a.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	pf.StringVar(&a.logFormat, "log-format", "text", "log `format` on stderr: text or json")
+	markSensitive(pf, "database-url")
+
+	used := map[string]bool{}
+	for _, newCmd := range commands {
+		c := newCmd(a)
+		used[c.GroupID] = true
+		root.AddCommand(c)
+	}
+	for _, g := range groups {
+		if used[g.ID] {
+			root.AddGroup(g)
+		}
+	}
+	annotateEnv(root)
+	return root
+}
+
+// setup runs before every command: it fills unchanged flags from the
+// environment and builds the logger.
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	if err := bindEnv(cmd.Flags(), a.lookupEnv); err != nil {
+		return &usageError{err}
+	}
+	logger, err := newLogger(a.stderr, a.logLevel, a.logFormat)
+	if err != nil {
+		return err
+	}
+	a.logger = logger
+	return nil
+}
+
+// newLogger returns a logger writing to w at level in format (text or json).
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "info":
+		lv = slog.LevelInfo
+	case "warn", "warning":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, flagError("log-level", "must be debug, info, warn or error, not %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, flagError("log-format", "must be text or json, not %q", format)
+}
+
+// usageError is an error in the command line rather than in what the command
+// did: Main reports it with a pointer to --help and exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// flagError returns a usage error that names the flag and the rule its value
+// breaks: "--batch-size must be at least 1, not 0".
+func flagError(flag, rule string, args ...any) error {
+	return &usageError{fmt.Errorf("--%s %s", flag, fmt.Sprintf(rule, args...))}
+}
+
+// isUsageError reports whether err is about the command line. Cobra's own
+// errors for unknown commands and bad arguments are plain errors, so they
+// are recognised by their text.
+func isUsageError(err error) bool {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return true
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
+}
+
+// changed reports whether the flag was given on the command line or by its
+// environment variable.
+func changed(fs *pflag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	return f != nil && f.Changed
+}
+
+// buildVersion is the module version the binary was built from.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
+}

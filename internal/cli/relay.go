@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// kafkaPingTimeout bounds the check, at start, that a broker answers.
+const kafkaPingTimeout = 5 * time.Second
+
+// relayFlags are the flags that mirror relay.Config. A command that runs a
+// relay adds them with addRelayFlags.
+type relayFlags struct {
+	id                    string
+	batchSize             int
+	workers               int
+	lease                 time.Duration
+	publishTimeout        time.Duration
+	pollInterval          time.Duration
+	noListen              bool
+	maxAttempts           int
+	retryBase             time.Duration
+	retryMax              time.Duration
+	unavailableBackoffMax time.Duration
+	shutdownTimeout       time.Duration
+}
+
+func addRelayFlags(fs *pflag.FlagSet, r *relayFlags) {
+	fs.StringVar(&r.id, "relay-id", "", "`name` of this relay instance in leases and logs (default <hostname>-<pid>-<random>)")
+	fs.IntVar(&r.batchSize, "batch-size", relay.DefaultBatchSize, "most messages one claim takes")
+	fs.IntVar(&r.workers, "workers", relay.DefaultWorkers, "claim-publish-mark loops running at once")
+	fs.DurationVar(&r.lease, "lease", relay.DefaultLease, "how long a claim holds its messages; a crashed relay's messages are claimable again after it (at least 1s)")
+	fs.DurationVar(&r.publishTimeout, "publish-timeout", 0, "bound on the wait for the broker's acks of one batch; shorter than --lease (default --lease/2)")
+	fs.DurationVar(&r.pollInterval, "poll-interval", relay.DefaultPollInterval, "how often to look for due messages when not woken by a notification")
+	fs.BoolVar(&r.noListen, "no-listen", false, "do not use LISTEN/NOTIFY wake-ups (for poolers in transaction mode); rely on --poll-interval")
+	fs.IntVar(&r.maxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed attempts after which a message becomes DEAD_LETTER")
+	fs.DurationVar(&r.retryBase, "retry-base", relay.DefaultRetryBase, "delay before the first retry; it doubles with each attempt, with jitter")
+	fs.DurationVar(&r.retryMax, "retry-max", relay.DefaultRetryMax, "longest delay between retries")
+	fs.DurationVar(&r.unavailableBackoffMax, "unavailable-backoff-max", relay.DefaultUnavailableBackoffMax, "longest pause of the whole relay while the broker is unreachable")
+	fs.DurationVar(&r.shutdownTimeout, "shutdown-timeout", relay.DefaultShutdownTimeout, "on SIGINT/SIGTERM, how long to wait for outstanding acks before releasing unsent messages")
+}
+
+// check applies relay.Config's rules to the flags, so that an error names the
+// flag, and so that an explicit zero is refused rather than taken as "use the
+// default".
+func (r *relayFlags) check() error {
+	switch {
+	case r.batchSize < 1:
+		return flagError("batch-size", "must be at least 1, not %d", r.batchSize)
+	case r.workers < 1:
+		return flagError("workers", "must be at least 1, not %d", r.workers)
+	case r.lease < time.Second:
+		return flagError("lease", "must be at least 1s, not %s", r.lease)
+	case r.publishTimeout < 0 || (r.publishTimeout > 0 && r.publishTimeout >= r.lease):
+		return flagError("publish-timeout", "must be positive and shorter than --lease (%s), not %s", r.lease, r.publishTimeout)
+	case r.pollInterval < time.Millisecond:
+		return flagError("poll-interval", "must be at least 1ms, not %s", r.pollInterval)
+	case r.maxAttempts < 1:
+		return flagError("max-attempts", "must be at least 1, not %d", r.maxAttempts)
+	case r.retryBase <= 0:
+		return flagError("retry-base", "must be positive, not %s", r.retryBase)
+	case r.retryMax < r.retryBase:
+		return flagError("retry-max", "must be at least --retry-base (%s), not %s", r.retryBase, r.retryMax)
+	case r.unavailableBackoffMax <= 0:
+		return flagError("unavailable-backoff-max", "must be positive, not %s", r.unavailableBackoffMax)
+	case r.shutdownTimeout < 0:
+		return flagError("shutdown-timeout", "must not be negative, not %s", r.shutdownTimeout)
+	}
+	return nil
+}
+
+// config returns the relay.Config for the flags, with store, sink and
+// logger; ID is filled in so that it can be logged before the relay starts.
+func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) relay.Config {
+	return relay.Config{
+		Store:                 q,
+		Sink:                  s,
+		ID:                    r.id,
+		BatchSize:             r.batchSize,
+		Workers:               r.workers,
+		Lease:                 r.lease,
+		PublishTimeout:        r.publishTimeout,
+		PollInterval:          r.pollInterval,
+		DisableListen:         r.noListen,
+		MaxAttempts:           r.maxAttempts,
+		RetryBase:             r.retryBase,
+		RetryMax:              r.retryMax,
+		UnavailableBackoffMax: r.unavailableBackoffMax,
+		ShutdownTimeout:       r.shutdownTimeout,
+		Logger:                logger,
+	}.WithDefaults()
+}
+
+func newRelayCommand(a *app) *cobra.Command {
+	var rf relayFlags
+	var kf kafkaFlags
+	cmd := &cobra.Command{
+		Use:     "relay",
+		GroupID: "run",
+		Short:   "Publish outbox events from PostgreSQL to Kafka until stopped",
+		Long: `relay claims due events from the outbox table in batches, publishes them to
+Kafka, and marks each one SENT only after the broker acknowledged it.
+Delivery is at least once, in order per aggregate; several relays can run
+at once against one database.
+
+A failed publish is retried with exponential backoff (--retry-base,
+--retry-max); after --max-attempts failures, or at once for an error the
+broker will never accept, the event becomes DEAD_LETTER and later events of
+its aggregate wait. An unreachable broker pauses the relay without counting
+attempts.
+
+The relay runs until SIGINT or SIGTERM. It then stops claiming, waits up to
+--shutdown-timeout for outstanding acks, gives unsent events back, and exits
+with status 0.
+
+Run 'outbox migrate' first. Events without a topic go to the --topic-route of
+their aggregate type, or else to --default-topic.`,
+		Example: `  # Against a local 'outbox broker':
+  outbox relay --database-url postgres://app@localhost:5432/app --kafka-auto-create-topics
+
+  # In production, configured from the environment:
+  export OUTBOX_DATABASE_URL=postgres://relay@db:5432/app
+  export OUTBOX_KAFKA_BROKERS=kafka-1:9093,kafka-2:9093
+  export OUTBOX_KAFKA_TLS=true OUTBOX_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
+  export OUTBOX_KAFKA_SASL_USERNAME=relay OUTBOX_KAFKA_SASL_PASSWORD=...
+  outbox relay --topic-route Order=orders --topic-route Payment=payments`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runRelay(cmd, &rf, &kf)
+		},
+	}
+	addRelayFlags(cmd.Flags(), &rf)
+	addKafkaFlags(cmd.Flags(), &kf)
+	return cmd
+}
+
+// runRelay checks every setting before it touches the network, then runs
+// the relay until the command's context is done.
+func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags) error {
+	ctx := cmd.Context()
+	if err := rf.check(); err != nil {
+		return err
+	}
+	if _, err := kf.config(a.logger); err != nil {
+		return err
+	}
+	// Pool size: a connection per worker, one for LISTEN, one to spare.
+	pool, err := a.newPool("relay", int32(max(4, rf.workers+2)))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := a.newStore(pool)
+	if err != nil {
+		return err
+	}
+	snk, err := kf.newSink(a.logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := snk.Close(); err != nil {
+			a.logger.Warn("closing the Kafka client", slog.Any("error", err))
+		}
+	}()
+	cfg := rf.config(st, snk, a.logger)
+	r, err := relay.New(cfg)
+	if err != nil {
+		return &usageError{fmt.Errorf("relay settings: %w", err)}
+	}
+
+	attrs := []any{
+		slog.String("relay_id", r.ID()),
+		slog.String("schema", st.Schema()),
+		slog.String("database", RedactURL(a.databaseURL)),
+		slog.Bool("listen", !cfg.DisableListen),
+	}
+	attrs = append(attrs, kf.logAttrs()...)
+	a.logger.Info("relay starting", attrs...)
+
+	if err := a.ping(ctx, pool); err != nil {
+		return err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
+	err = snk.Ping(pingCtx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
+	}
+	if err := r.Run(ctx); err != nil {
+		return fmt.Errorf("relay %s: %w", r.ID(), err)
+	}
+	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
+	return nil
+}

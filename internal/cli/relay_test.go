@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+func TestRelayHelp_ShowsEnvironmentVariablesAndExamples(t *testing.T) {
+	t.Parallel()
+	res := runCLI(t, nil, "relay", "--help")
+	if res.code != exitOK {
+		t.Fatalf("relay --help: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	for _, want := range []string{
+		"OUTBOX_DATABASE_URL", "OUTBOX_KAFKA_BROKERS", "OUTBOX_KAFKA_SASL_PASSWORD", "OUTBOX_BATCH_SIZE",
+		"--topic-route", "Examples:", "SIGTERM",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("relay --help does not mention %s", want)
+		}
+	}
+}
+
+func TestRelay_BadSettingFailsNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1: every case must fail before connecting.
+	db := "postgres://app@127.0.0.1:1/app"
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--batch-size", "0"}, "--batch-size must be at least 1"},
+		{[]string{"--batch-size", "many"}, "--batch-size"},
+		{[]string{"--workers", "-1"}, "--workers must be at least 1"},
+		{[]string{"--lease", "100ms"}, "--lease must be at least 1s"},
+		{[]string{"--lease", "10s", "--publish-timeout", "10s"}, "--publish-timeout must be positive and shorter than --lease"},
+		{[]string{"--poll-interval", "0s"}, "--poll-interval must be at least 1ms"},
+		{[]string{"--max-attempts", "0"}, "--max-attempts must be at least 1"},
+		{[]string{"--retry-base", "2s", "--retry-max", "1s"}, "--retry-max must be at least --retry-base"},
+		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must not be negative"},
+		{[]string{"--topic-route", "Order"}, "--topic-route must be AggregateType=topic"},
+		{[]string{"--topic-route", "Order=a,Order=b"}, "--topic-route routes aggregate type \"Order\" twice"},
+		{[]string{"--topic-route", "Order=bad topic"}, "--topic-route"},
+		{[]string{"--kafka-brokers", "kafka-without-port"}, "--kafka-brokers must be a list of host:port"},
+		{[]string{"--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-username", "u", "--kafka-sasl-password", "s3cret-pw"}, "--kafka-sasl-mechanism"},
+		{[]string{"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u"}, "--kafka-sasl-password"},
+		{[]string{"--kafka-tls-ca", "/ca.pem"}, "--kafka-tls-ca"},
+		{[]string{"--schema", "Bad-Schema"}, "--schema"},
+		{[]string{"--log-level", "loud"}, "--log-level must be debug, info, warn or error"},
+		{[]string{"--log-format", "xml"}, "--log-format must be text or json"},
+		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"extra-arg"}, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"relay", "--database-url", db}, tt.args...)
+			res := runCLI(t, nil, args...)
+			if res.code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, exitUsage, res.stderr)
+			}
+			if !strings.Contains(res.stderr, tt.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.want, res.stderr)
+			}
+			if !strings.Contains(res.stderr, "outbox relay --help") {
+				t.Errorf("stderr does not point to --help:\n%s", res.stderr)
+			}
+			if strings.Contains(res.stderr, "s3cret-pw") {
+				t.Errorf("stderr shows the SASL password:\n%s", res.stderr)
+			}
+		})
+	}
+}
+
+// The relay command publishes what is in the outbox, and on cancellation
+// (SIGINT/SIGTERM in main) stops gracefully with exit status 0. Its logs
+// name the relay and schema but never the passwords.
+func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
+	t.Parallel()
+	// Trust authentication accepts any database password: use one to check
+	// that it is never logged. The broker checks the SASL password.
+	const dbPassword, saslPassword = "db-s3cret-pw", "sasl-s3cret-pw"
+	pool, schema := pgtest.Schema(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", saslPassword))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(cluster.Close)
+	brokers := strings.Join(cluster.ListenAddrs(), ",")
+
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatalf("parse test URL: %v", err)
+	}
+	u.User = url.UserPassword(u.User.Username(), dbPassword)
+
+	env := map[string]string{
+		"OUTBOX_DATABASE_URL":         u.String(),
+		"OUTBOX_SCHEMA":               schema,
+		"OUTBOX_KAFKA_BROKERS":        brokers,
+		"OUTBOX_POLL_INTERVAL":        "50ms",
+		"OUTBOX_LOG_LEVEL":            "debug",
+		"OUTBOX_SHUTDOWN_TIMEOUT":     "5s",
+		"OUTBOX_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+		"OUTBOX_KAFKA_SASL_USERNAME":  "relay",
+		"OUTBOX_KAFKA_SASL_PASSWORD":  saslPassword,
+	}
+	if res := runCLI(t, env, "migrate"); res.code != exitOK {
+		t.Fatalf("migrate: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatalf("pgstore.New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg := outbox.Message{AggregateType: "Order", AggregateID: "order-42", EventType: "OrderPlaced", Payload: []byte(`{"total":42}`)}
+	if err := st.Enqueue(ctx, pool, msg); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+
+	_, stderr, stop, done := startCLI(env, "relay", "--relay-id", "cli-test-relay",
+		"--topic-route", "Order=orders", "--kafka-auto-create-topics")
+	defer stop()
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("orders"),
+		kgo.AllowAutoTopicCreation(), kgo.SASL(scram.Auth{User: "relay", Pass: saslPassword}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer consumer.Close()
+	var got *kgo.Record
+	for got == nil {
+		fetches := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no record on topic orders within 30s; relay stderr:\n%s", stderr.String())
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if got == nil {
+				got = r
+			}
+		})
+	}
+	if string(got.Key) != "order-42" || string(got.Value) != `{"total":42}` {
+		t.Errorf("record key %q value %q, want order-42 and the payload", got.Key, got.Value)
+	}
+
+	stop()
+	if code := exitCode(t, done, stderr); code != exitOK {
+		t.Fatalf("relay exited with %d after cancel, want 0; stderr:\n%s", code, stderr.String())
+	}
+	logs := stderr.String()
+	for _, want := range []string{"relay starting", "relay_id=cli-test-relay", "schema=" + schema, "relay exited", ":xxxxx@"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("relay logs do not contain %q:\n%s", want, logs)
+		}
+	}
+	for _, secret := range []string{dbPassword, saslPassword} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("relay logs show the password %q:\n%s", secret, logs)
+		}
+	}
+}
