@@ -7,6 +7,7 @@ import (
 	"mime"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -15,13 +16,15 @@ import (
 
 // Limits bound what Enqueue accepts. The zero value means the defaults.
 type Limits struct {
-	// MaxPayloadBytes is the largest payload accepted. Defaults to 1 MiB
-	// (1,048,576), Kafka's default max.message.bytes.
+	// MaxPayloadBytes is the largest payload accepted. Defaults to
+	// 1,000,000 bytes: Kafka's default message.max.bytes (1,048,588) less
+	// room for the headers and the batch overhead. A payload the broker
+	// still refuses becomes a dead letter with the broker's reason.
 	MaxPayloadBytes int
 }
 
 // DefaultMaxPayloadBytes is the default of Limits.MaxPayloadBytes.
-const DefaultMaxPayloadBytes = 1 << 20
+const DefaultMaxPayloadBytes = 1_000_000
 
 // maxNameLen bounds the identifying string fields (types, ids, header names).
 const maxNameLen = 255
@@ -115,7 +118,7 @@ func validate(i int, m *Message, l Limits) error {
 	if err := checkName(m.CausationID, false); err != "" {
 		return bad("causationId", err)
 	}
-	if m.TraceParent != "" && (!traceparentRe.MatchString(m.TraceParent) || strings.HasPrefix(m.TraceParent, "ff-")) {
+	if m.TraceParent != "" && !validTraceParent(m.TraceParent) {
 		return bad("traceparent", "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
 	}
 	if err := checkContentType(m.ContentType); err != "" {
@@ -127,7 +130,9 @@ func validate(i int, m *Message, l Limits) error {
 	if len(m.Payload) > l.MaxPayloadBytes {
 		return bad("payload", fmt.Sprintf("must be at most %d bytes, is %d", l.MaxPayloadBytes, len(m.Payload)))
 	}
-	if IsJSON(m.ContentType) && !json.Valid(m.Payload) {
+	// json.Valid lets invalid UTF-8 inside strings through; JSON exchanged
+	// between systems must be UTF-8 (RFC 8259), and consumers reject it.
+	if IsJSON(m.ContentType) && (!json.Valid(m.Payload) || !utf8.Valid(m.Payload)) {
 		return bad("payload", "must be valid JSON for content type "+m.ContentType)
 	}
 	for name, value := range m.Headers {
@@ -158,20 +163,32 @@ func checkName(s string, required bool) string {
 		return fmt.Sprintf("must be at most %d bytes", maxNameLen)
 	case !utf8.ValidString(s):
 		return "must be valid UTF-8"
-	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsFunc(s, unicode.IsControl): // C0, DEL and C1
 		return "must not contain control characters"
 	}
 	return ""
 }
 
+// checkContentType returns the broken rule for a content type, or "". It is
+// sent as a Kafka header, so it obeys the rules of the other names too.
 func checkContentType(ct string) string {
-	if len(ct) > maxNameLen {
-		return fmt.Sprintf("must be at most %d bytes", maxNameLen)
+	if err := checkName(ct, true); err != "" {
+		return err
 	}
-	if _, _, err := mime.ParseMediaType(ct); err != nil {
+	// ParseMediaType also accepts a bare disposition token ("attachment");
+	// a media type has a subtype.
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || !strings.Contains(mt, "/") {
 		return "must be a media type such as application/json"
 	}
 	return ""
+}
+
+// validTraceParent reports whether tp is a W3C traceparent: the pattern,
+// a version other than ff, and trace and parent ids that are not all zero.
+func validTraceParent(tp string) bool {
+	const zeros = "00000000000000000000000000000000"
+	return traceparentRe.MatchString(tp) && !strings.HasPrefix(tp, "ff-") &&
+		tp[3:35] != zeros && tp[36:52] != zeros[:16]
 }
 
 // IsJSON reports whether a content type is JSON (application/json or a
