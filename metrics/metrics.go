@@ -1,0 +1,188 @@
+// Package metrics exports what the relay does, and what the outbox table
+// holds, as Prometheus metrics. The core packages never import Prometheus:
+// the relay reports through relay.Hooks, and the table's state is read on
+// each scrape through a [SnapshotFunc].
+//
+// Metric names (all prefixed outbox_):
+//
+//	relay_published_total              counter   messages acknowledged by the broker and marked SENT
+//	relay_failed_attempts_total        counter   failed publish attempts, by class (retriable, permanent, unavailable)
+//	relay_dead_lettered_total          counter   messages moved to DEAD_LETTER
+//	relay_fenced_total                 counter   state changes refused because another relay took the lease over
+//	relay_batch_size                   histogram messages per claim
+//	relay_commit_to_ack_seconds        histogram from the message's creation to its SENT mark
+//	relay_last_published_timestamp_seconds gauge  when the relay last marked a message SENT
+//	messages{status}                   gauge     messages in the table by status
+//	oldest_unsent_age_seconds          gauge     age of the oldest PENDING, FAILED or IN_FLIGHT message
+//	blocked_aggregates                 gauge     aggregates whose head is a dead letter with messages waiting behind it
+//	scrape_errors_total                counter   failed reads of the table's state
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/sink"
+)
+
+// Relay holds the relay's metrics. Create it with [NewRelay] and pass
+// [Relay.Hooks] to relay.Config.Hooks.
+type Relay struct {
+	published     prometheus.Counter
+	failed        *prometheus.CounterVec
+	deadLettered  prometheus.Counter
+	fenced        prometheus.Counter
+	batchSize     prometheus.Histogram
+	commitToAck   prometheus.Histogram
+	lastPublished prometheus.Gauge
+}
+
+// NewRelay creates the relay metrics and registers them with reg.
+func NewRelay(reg prometheus.Registerer) (*Relay, error) {
+	m := &Relay{
+		published: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "published_total",
+			Help: "Messages acknowledged by the broker and marked SENT."}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "failed_attempts_total",
+			Help: "Failed publish attempts, by error class: retriable, permanent or unavailable."}, []string{"class"}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "dead_lettered_total",
+			Help: "Messages moved to DEAD_LETTER."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "fenced_total",
+			Help: "State changes refused because another relay had taken the lease over."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outbox", Subsystem: "relay", Name: "batch_size",
+			Help: "Messages per claim.", Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000}}),
+		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outbox", Subsystem: "relay", Name: "commit_to_ack_seconds",
+			Help:    "Time from a message's creation in the outbox to its SENT mark after the broker's ack.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+		lastPublished: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "relay", Name: "last_published_timestamp_seconds",
+			Help: "Unix time at which the relay last marked a message SENT."}),
+	}
+	for _, c := range []prometheus.Collector{m.published, m.failed, m.deadLettered, m.fenced, m.batchSize, m.commitToAck, m.lastPublished} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, class := range []string{"retriable", "permanent", "unavailable"} {
+		m.failed.WithLabelValues(class)
+	}
+	return m, nil
+}
+
+// Hooks returns relay hooks that feed these metrics.
+func (m *Relay) Hooks() relay.Hooks {
+	return relay.Hooks{
+		Claimed: func(n int) { m.batchSize.Observe(float64(n)) },
+		Published: func(_ outbox.Record, since time.Duration) {
+			m.published.Inc()
+			m.commitToAck.Observe(since.Seconds())
+			m.lastPublished.SetToCurrentTime()
+		},
+		Failed: func(_ outbox.Record, err error, dead bool) {
+			m.failed.WithLabelValues(className(sink.Classify(err))).Inc()
+			if dead {
+				m.deadLettered.Inc()
+			}
+		},
+		Fenced: func(n int) { m.fenced.Add(float64(n)) },
+	}
+}
+
+func className(c sink.Class) string {
+	switch c {
+	case sink.Permanent:
+		return "permanent"
+	case sink.Unavailable:
+		return "unavailable"
+	}
+	return "retriable"
+}
+
+// Snapshot is the state of the outbox table that the gauges export.
+type Snapshot struct {
+	// Counts are the messages by status.
+	Counts map[outbox.Status]int64
+	// OldestUnsentAge is the age of the oldest unsent message, 0 if none.
+	OldestUnsentAge time.Duration
+	// BlockedAggregates counts aggregates waiting behind a dead letter.
+	BlockedAggregates int64
+}
+
+// SnapshotFunc reads the table's state; it is called on every scrape.
+type SnapshotFunc func(ctx context.Context) (Snapshot, error)
+
+// allStatuses are exported even when zero, so alerts see 0, not absence.
+var allStatuses = []outbox.Status{outbox.StatusPending, outbox.StatusInFlight, outbox.StatusSent, outbox.StatusFailed, outbox.StatusDeadLetter}
+
+// tableCollector reads a Snapshot on each scrape.
+type tableCollector struct {
+	fn      SnapshotFunc
+	timeout time.Duration
+
+	messages, oldest, blocked *prometheus.Desc
+	errors                    prometheus.Counter
+}
+
+// ErrNoSnapshot is returned by NewTable when fn is nil.
+var ErrNoSnapshot = errors.New("metrics: SnapshotFunc is required")
+
+// NewTable registers gauges that read the outbox table's state through fn
+// on each scrape, bounded by timeout (defaults to 5s when zero).
+func NewTable(reg prometheus.Registerer, fn SnapshotFunc, timeout time.Duration) error {
+	if fn == nil {
+		return ErrNoSnapshot
+	}
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	c := &tableCollector{
+		fn: fn, timeout: timeout,
+		messages: prometheus.NewDesc("outbox_messages", "Messages in the outbox table by status.", []string{"status"}, nil),
+		oldest:   prometheus.NewDesc("outbox_oldest_unsent_age_seconds", "Age of the oldest PENDING, FAILED or IN_FLIGHT message; 0 when none.", nil, nil),
+		blocked:  prometheus.NewDesc("outbox_blocked_aggregates", "Aggregates whose head is a dead letter with messages waiting behind it.", nil, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Name: "scrape_errors_total",
+			Help: "Failed reads of the outbox table's state."}),
+	}
+	if err := reg.Register(c.errors); err != nil {
+		return err
+	}
+	return reg.Register(c)
+}
+
+func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.messages
+	ch <- c.oldest
+	ch <- c.blocked
+}
+
+func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	s, err := c.fn(ctx)
+	if err != nil {
+		c.errors.Inc()
+		return // no stale values: the gauges are absent for this scrape
+	}
+	for _, st := range allStatuses {
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(s.Counts[st]), string(st))
+	}
+	for st, n := range s.Counts {
+		if !isKnown(st) {
+			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(n), string(st))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestUnsentAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(s.BlockedAggregates))
+}
+
+func isKnown(st outbox.Status) bool {
+	for _, k := range allStatuses {
+		if k == st {
+			return true
+		}
+	}
+	return false
+}
