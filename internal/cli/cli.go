@@ -44,7 +44,7 @@ var groups = []*cobra.Group{
 // commands are the constructors of the top-level commands.
 var commands = []func(*app) *cobra.Command{
 	newRelayCommand,
-	// newBrokerCommand,
+	newBrokerCommand,
 	newMigrateCommand,
 }
 
