@@ -1,0 +1,178 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/sink/kafka"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultClientID is the default of Config.ClientID.
+	DefaultClientID = "outbox-consumer"
+	// DefaultMaxAttempts is the default of Config.MaxAttempts.
+	DefaultMaxAttempts = 5
+	// DefaultRetryBase is the default of Config.RetryBase.
+	DefaultRetryBase = 200 * time.Millisecond
+	// DefaultRetryMax is the default of Config.RetryMax.
+	DefaultRetryMax = 10 * time.Second
+	// DefaultHandlerTimeout is the default of Config.HandlerTimeout.
+	DefaultHandlerTimeout = 30 * time.Second
+	// DefaultMaxPollRecords is the default of Config.MaxPollRecords.
+	DefaultMaxPollRecords = 500
+)
+
+// ErrInvalidConfig is wrapped by the error [New] returns for a Config it
+// cannot use; the message names the bad field.
+var ErrInvalidConfig = errors.New("consumer: invalid config")
+
+// Config configures a [Runner]. Brokers, Group, Topics, Inbox and Handler
+// are required.
+type Config struct {
+	// Brokers are the seed brokers, as host:port. Required.
+	Brokers []string
+	// Security configures TLS and SASL, as for the relay's sink. Defaults
+	// to plaintext without authentication.
+	Security kafka.Security
+	// Group is the Kafka consumer group. Instances with the same group
+	// share the partitions of Topics. Required.
+	Group string
+	// Topics are consumed from their earliest offset when the group has no
+	// committed offset yet. Required.
+	Topics []string
+	// Consumer is the name under which the inbox records processed
+	// messages and parks failed ones. Defaults to Group.
+	Consumer string
+	// Inbox deduplicates and parks messages. Required.
+	Inbox *inbox.Inbox
+	// Handler applies a message in the inbox's transaction; see
+	// [inbox.HandlerFunc]. Required.
+	Handler inbox.HandlerFunc
+
+	// MaxAttempts is the number of failed handler attempts after which a
+	// message is parked and its partition moves on. An error wrapping
+	// inbox.ErrPermanent parks at once. Defaults to 5.
+	MaxAttempts int
+	// RetryBase and RetryMax shape the wait before retry n (n = 1, 2, ...):
+	// min(RetryMax, RetryBase * 2^(n-1)), minus up to half of it as jitter.
+	// Default to 200ms and 10s.
+	RetryBase, RetryMax time.Duration
+	// HandlerTimeout bounds one attempt (the handler and its transaction);
+	// an attempt that takes longer fails and is retried. On a rebalance or
+	// shutdown the runner waits for the attempt in progress, so keep it
+	// well below the group's rebalance timeout (60s by default). Defaults
+	// to 30s.
+	HandlerTimeout time.Duration
+	// MaxPollRecords is the most records taken from the client at once. A
+	// partition with that many records waiting for its handler stops being
+	// fetched until they are handled. Defaults to 500.
+	MaxPollRecords int
+	// ClientID is the Kafka client id. Defaults to "outbox-consumer".
+	ClientID string
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hooks observe the runner (metrics). Optional.
+	Hooks Hooks
+	// ExtraOpts are passed to kgo.NewClient after the options built from
+	// the fields above, so they override them (session timeout, heartbeat
+	// interval, balancers). Do not turn autocommit back on or change the
+	// rebalance callbacks: the runner's guarantees rest on them. Defaults to
+	// none.
+	ExtraOpts []kgo.Opt
+}
+
+// Hooks observe what the runner does, for metrics. Every field is optional;
+// hooks run on the partitions' goroutines and must return quickly.
+type Hooks struct {
+	// Handled is called after Inbox.Handle succeeded (the transaction is
+	// committed, or the message was a duplicate) and before the offset is
+	// committed, with the time the attempt took.
+	Handled func(msg inbox.Message, result inbox.Result, latency time.Duration)
+	// Parked is called after a message was parked, with the error that made
+	// the runner give up.
+	Parked func(msg inbox.Message, err error)
+	// Retried is called after a failed attempt that will be retried.
+	Retried func(msg inbox.Message, err error)
+}
+
+// topicRe is Kafka's rule for topic names.
+var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Consumer == "" {
+		c.Consumer = c.Group
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = DefaultRetryBase
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks c after defaults and names the first bad field.
+func (c Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	if len(c.Brokers) == 0 {
+		return bad("Brokers", "needs at least one seed broker")
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			return bad(fmt.Sprintf("Brokers[%d]", i), "must not be empty")
+		}
+	}
+	if c.Group == "" {
+		return bad("Group", "is required")
+	}
+	if len(c.Topics) == 0 {
+		return bad("Topics", "needs at least one topic")
+	}
+	for i, t := range c.Topics {
+		if !topicRe.MatchString(t) || t == "." || t == ".." {
+			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a valid topic name", t)
+		}
+	}
+	switch {
+	case c.Inbox == nil:
+		return bad("Inbox", "is required")
+	case c.Handler == nil:
+		return bad("Handler", "is required")
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "must be at least 1")
+	case c.RetryBase <= 0:
+		return bad("RetryBase", "must be positive")
+	case c.RetryMax < c.RetryBase:
+		return bad("RetryMax", "must be at least RetryBase")
+	case c.HandlerTimeout <= 0:
+		return bad("HandlerTimeout", "must be positive")
+	case c.MaxPollRecords < 1:
+		return bad("MaxPollRecords", "must be at least 1")
+	}
+	return nil
+}

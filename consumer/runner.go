@@ -1,0 +1,221 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrAlreadyRunning is returned by [Runner.Run] when the runner runs
+// already, or ran before: a Runner runs once.
+var ErrAlreadyRunning = errors.New("consumer: runner already ran")
+
+// Runner consumes Kafka topics as a member of a consumer group and hands
+// each record to an inbox handler. Create it with [New]; run it with
+// [Runner.Run].
+type Runner struct {
+	cfg     Config
+	log     *slog.Logger
+	secOpts []kgo.Opt
+	ran     atomic.Bool
+
+	// base carries the values of Run's context, without its cancellation,
+	// to handler attempts, parking and commits: they finish on shutdown.
+	base context.Context
+
+	mu      sync.Mutex
+	workers map[partitionKey]*worker
+}
+
+// partitionKey names one partition of one topic.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// New validates cfg (after defaults) and returns a runner that is not yet
+// running. It does not connect. A bad cfg gives an error that wraps
+// [ErrInvalidConfig] and names the field.
+func New(cfg Config) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	secOpts, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &Runner{
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("group", cfg.Group), slog.String("consumer", cfg.Consumer)),
+		secOpts: secOpts,
+		workers: map[partitionKey]*worker{},
+	}, nil
+}
+
+// Run joins the consumer group and handles records until ctx ends; then it
+// lets each partition finish the record it is handling (abandoning a
+// pending retry), commits the offsets of what was done, leaves the group
+// and returns nil. It returns an error only when the client cannot be
+// created. A Runner runs once; a second call returns [ErrAlreadyRunning].
+func (r *Runner) Run(ctx context.Context) error {
+	if !r.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	r.base = context.WithoutCancel(ctx)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.ClientID(r.cfg.ClientID),
+		kgo.WithLogger(kgoLogger{r.cfg.Logger}),
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.cfg.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Offsets are committed by the partition workers, each only up to
+		// the records whose transaction committed (or that were parked).
+		kgo.DisableAutoCommit(),
+		// Rebalance callbacks never run between a poll and the hand-off of
+		// its records to the workers: a revoked partition's records are
+		// never given to a worker after its revoke.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+	}
+	opts = append(opts, r.secOpts...)
+	opts = append(opts, r.cfg.ExtraOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consumer: new client: %w", err)
+	}
+	r.log.Info("consumer started", slog.Any("topics", r.cfg.Topics), slog.Int("max_attempts", r.cfg.MaxAttempts))
+
+	for {
+		fetches := cl.PollRecords(ctx, r.cfg.MaxPollRecords)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			break // records polled now are not handed out: not committed, so delivered again
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			r.log.Warn("fetch failed", slog.String("topic", topic), slog.Int("partition", int(partition)),
+				slog.Any("error", err))
+		})
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				r.dispatch(cl, p)
+			}
+		})
+		cl.AllowRebalance()
+	}
+
+	r.stop(cl, nil, true)
+	cl.CloseAllowingRebalance()
+	r.log.Info("consumer stopped")
+	return nil
+}
+
+// dispatch queues the records of one partition for its worker.
+func (r *Runner) dispatch(cl *kgo.Client, p kgo.FetchTopicPartition) {
+	key := partitionKey{p.Topic, p.Partition}
+	r.mu.Lock()
+	w := r.workers[key]
+	if w == nil {
+		// OnPartitionsAssigned runs before a partition is fetched, so this
+		// does not happen; a worker started here is as correct.
+		r.log.Warn("records of a partition without a worker", slog.String("topic", p.Topic),
+			slog.Int("partition", int(p.Partition)))
+		w = r.startLocked(cl, key)
+	}
+	r.mu.Unlock()
+	w.add(p.Records)
+}
+
+// assigned starts a worker for each newly assigned partition.
+func (r *Runner) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, partitions := range assigned {
+		for _, p := range partitions {
+			if key := (partitionKey{topic, p}); r.workers[key] == nil {
+				r.startLocked(cl, key)
+			}
+		}
+	}
+	r.log.Info("partitions assigned", slog.Any("partitions", assigned))
+}
+
+// revoked stops the workers of partitions this member gives up: each
+// finishes its current record and commits the offsets of what it did, so
+// that the next owner starts after it.
+func (r *Runner) revoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.stop(cl, revoked, true)
+	if len(revoked) > 0 {
+		r.log.Info("partitions revoked", slog.Any("partitions", revoked))
+	}
+}
+
+// lost stops the workers of partitions this member lost without a clean
+// revoke (its session ended): another member may own them already, so
+// nothing is committed; the next owner redelivers what was not committed,
+// and the inbox absorbs what was done.
+func (r *Runner) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	r.stop(cl, lost, false)
+	if len(lost) > 0 {
+		r.log.Warn("partitions lost", slog.Any("partitions", lost))
+	}
+}
+
+func (r *Runner) startLocked(cl *kgo.Client, key partitionKey) *worker {
+	w := newWorker(r, cl, key)
+	r.workers[key] = w
+	go w.run()
+	return w
+}
+
+// stop stops the workers of partitions (all when nil) and waits for them.
+// With commit, each commits the offsets of the records it finished. A
+// worker stays in the map until it is done, so that a revoke running at the
+// same time as a shutdown waits for it too. Fetching of the partitions is
+// resumed, in case a worker had paused it, so that a partition assigned
+// again later is fetched.
+func (r *Runner) stop(cl *kgo.Client, partitions map[string][]int32, commit bool) {
+	r.mu.Lock()
+	var ws []*worker
+	for key, w := range r.workers {
+		if partitions == nil || containsPartition(partitions, key) {
+			ws = append(ws, w)
+		}
+	}
+	r.mu.Unlock()
+	resume := map[string][]int32{}
+	for _, w := range ws {
+		w.stop(commit)
+		resume[w.key.topic] = append(resume[w.key.topic], w.key.partition)
+	}
+	for _, w := range ws {
+		<-w.done
+	}
+	r.mu.Lock()
+	for _, w := range ws {
+		if r.workers[w.key] == w {
+			delete(r.workers, w.key)
+		}
+	}
+	r.mu.Unlock()
+	if len(resume) > 0 {
+		cl.ResumeFetchPartitions(resume)
+	}
+}
+
+func containsPartition(m map[string][]int32, key partitionKey) bool {
+	for _, p := range m[key.topic] {
+		if p == key.partition {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox/inbox"
+)
+
+// commitTimeout bounds one offset commit. A commit that fails is not
+// retried: the next one covers its records, and if none comes, the next
+// owner of the partition gets them again and the inbox finds them
+// duplicates.
+const commitTimeout = 10 * time.Second
+
+// worker handles the records of one partition, strictly in offset order,
+// on a goroutine of its own.
+type worker struct {
+	r   *Runner
+	cl  *kgo.Client
+	key partitionKey
+	log *slog.Logger
+
+	mu     sync.Mutex
+	queue  []*kgo.Record
+	paused bool          // fetching of the partition is paused because queue is long
+	wake   chan struct{} // signalled when records are queued
+
+	stopOnce     sync.Once
+	quit         chan struct{} // closed by stop
+	commitOnStop bool          // written before quit is closed
+	done         chan struct{} // closed when run returns
+
+	// finished is the last record handled or parked, and committed the
+	// offset after the last committed record (both used by run only).
+	finished  *kgo.Record
+	committed int64
+}
+
+func newWorker(r *Runner, cl *kgo.Client, key partitionKey) *worker {
+	return &worker{
+		r: r, cl: cl, key: key,
+		log:  r.log.With(slog.String("topic", key.topic), slog.Int("partition", int(key.partition))),
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+}
+
+// add queues records, in offset order after those queued before. When
+// MaxPollRecords or more wait, fetching of the partition is paused until
+// the worker takes them; the client then fetches from after the last
+// record it returned, so nothing is skipped.
+func (w *worker) add(recs []*kgo.Record) {
+	w.mu.Lock()
+	w.queue = append(w.queue, recs...)
+	if len(w.queue) >= w.r.cfg.MaxPollRecords && !w.paused {
+		w.paused = true
+		w.cl.PauseFetchPartitions(map[string][]int32{w.key.topic: {w.key.partition}})
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop asks the worker to return after the record it is handling; a retry
+// it waits for is abandoned. With commit, it commits the offsets of the
+// records it finished before returning. Calling stop again does nothing.
+func (w *worker) stop(commit bool) {
+	w.stopOnce.Do(func() {
+		w.commitOnStop = commit
+		close(w.quit)
+	})
+}
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	defer func() {
+		if w.commitOnStop {
+			w.commit()
+		}
+	}()
+	for {
+		batch, ok := w.next()
+		if !ok {
+			return
+		}
+		for _, rec := range batch {
+			if !w.process(rec) {
+				return // stopped while retrying: rec is not finished
+			}
+			w.finished = rec
+			if w.stopping() {
+				return
+			}
+		}
+		w.commit()
+	}
+}
+
+// next waits for queued records and takes them all, resuming a paused
+// partition. It returns false when the worker is stopped.
+func (w *worker) next() ([]*kgo.Record, bool) {
+	for {
+		if w.stopping() {
+			return nil, false
+		}
+		w.mu.Lock()
+		batch := w.queue
+		w.queue = nil
+		if len(batch) > 0 && w.paused {
+			w.paused = false
+			w.cl.ResumeFetchPartitions(map[string][]int32{w.key.topic: {w.key.partition}})
+		}
+		w.mu.Unlock()
+		if len(batch) > 0 {
+			return batch, true
+		}
+		select {
+		case <-w.wake:
+		case <-w.quit:
+			return nil, false
+		}
+	}
+}
+
+// process handles one record until it is handled or parked (true), or the
+// worker is stopped first (false).
+func (w *worker) process(rec *kgo.Record) bool {
+	cfg := &w.r.cfg
+	msg, err := inbox.FromRecord(rec)
+	if err != nil {
+		return w.park(msg, 0, err)
+	}
+	attempts := 0 // counted attempts: those the database was reachable for
+	for failures := 1; ; failures++ {
+		attempts++
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(w.r.base, cfg.HandlerTimeout)
+		res, err := cfg.Inbox.Handle(ctx, cfg.Consumer, msg, cfg.Handler)
+		cancel()
+		if err == nil {
+			latency := time.Since(start)
+			if h := cfg.Hooks.Handled; h != nil {
+				h(msg, res, latency)
+			}
+			w.log.Debug("message handled", append(msgAttrs(msg), slog.String("result", res.String()),
+				slog.Duration("latency", latency))...)
+			return true
+		}
+		if errors.Is(err, inbox.ErrPermanent) || errors.Is(err, inbox.ErrMalformed) {
+			return w.park(msg, attempts, err)
+		}
+		if w.databaseDown() {
+			attempts-- // not the message's fault: do not count it
+		} else if attempts >= cfg.MaxAttempts {
+			return w.park(msg, attempts, err)
+		}
+		if h := cfg.Hooks.Retried; h != nil {
+			h(msg, err)
+		}
+		delay := w.backoff(failures)
+		w.log.Warn("handler failed; retrying", append(msgAttrs(msg), slog.Int("attempts", attempts),
+			slog.Duration("retry_in", delay), slog.Any("error", err))...)
+		w.commit() // keep the progress made before this record while waiting
+		if !w.sleep(delay) {
+			return false
+		}
+	}
+}
+
+// databaseDown reports whether the inbox's database does not answer, which
+// makes a failed attempt the outage's fault, not the message's.
+func (w *worker) databaseDown() bool {
+	ctx, cancel := context.WithTimeout(w.r.base, w.r.cfg.HandlerTimeout)
+	defer cancel()
+	return w.r.cfg.Inbox.Ping(ctx) != nil
+}
+
+// park parks msg, retrying while the database refuses, so that the
+// partition moves on only once the message is safe. It returns false when
+// the worker is stopped first.
+func (w *worker) park(msg inbox.Message, attempts int, cause error) bool {
+	cfg := &w.r.cfg
+	for failures := 1; ; failures++ {
+		ctx, cancel := context.WithTimeout(w.r.base, cfg.HandlerTimeout)
+		err := cfg.Inbox.Park(ctx, cfg.Consumer, msg, attempts, cause)
+		cancel()
+		if err == nil {
+			if h := cfg.Hooks.Parked; h != nil {
+				h(msg, cause)
+			}
+			return true
+		}
+		delay := w.backoff(failures)
+		w.log.Error("parking failed; retrying", append(msgAttrs(msg), slog.Duration("retry_in", delay),
+			slog.Any("error", err), slog.Any("cause", cause))...)
+		if !w.sleep(delay) {
+			return false
+		}
+	}
+}
+
+// backoff is the wait before retry n: min(RetryMax, RetryBase*2^(n-1)),
+// minus up to half of it as jitter.
+func (w *worker) backoff(n int) time.Duration {
+	d := w.r.cfg.RetryMax
+	if n <= 30 {
+		if e := w.r.cfg.RetryBase << (n - 1); e > 0 && e < d {
+			d = e
+		}
+	}
+	return d - rand.N(d/2+1)
+}
+
+// sleep waits for d, or returns false at once when the worker is stopped.
+func (w *worker) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.quit:
+		return false
+	}
+}
+
+// commit commits the offset after the last finished record, if it is not
+// committed yet.
+func (w *worker) commit() {
+	rec := w.finished
+	if rec == nil || rec.Offset+1 <= w.committed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.r.base, commitTimeout)
+	defer cancel()
+	if err := w.cl.CommitRecords(ctx, rec); err != nil {
+		w.log.Warn("offset commit failed; records after the last commit will be delivered again",
+			slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		return
+	}
+	w.committed = rec.Offset + 1
+}
+
+// msgAttrs are the log attributes of a message.
+func msgAttrs(msg inbox.Message) []any {
+	return []any{
+		slog.String("message_id", msg.ID.String()),
+		slog.String("aggregate_id", msg.AggregateID),
+		slog.String("event_type", msg.EventType),
+		slog.Int64("offset", msg.Offset),
+	}
+}

@@ -1,0 +1,88 @@
+// Package inbox makes a consumer idempotent: it applies each delivered
+// message once, inside the consumer's own database transaction, however
+// often the message is delivered.
+//
+// # Why consumers see duplicates
+//
+// The outbox relay publishes at least once: a relay that dies after the
+// broker's ack but before it marks the message sent publishes it again. A
+// consumer, too, commits its Kafka offset only after it applied a record; if
+// it dies in between, the record is delivered again to whoever takes over
+// the partition. So every message may arrive more than once, and the
+// consumer must make the second arrival harmless. "At least once" for a
+// consumer means: nothing is lost, and duplicates are expected.
+//
+// The inbox does this by recording (consumer name, message id) in the same
+// transaction as the message's effect. Either both commit or neither: an
+// invoice without the record, or the record without the invoice, cannot
+// exist.
+//
+// # Handling a message with a business table
+//
+// Create the inbox on the consumer's pool, migrate it once at start-up,
+// and apply each message with [Inbox.Handle]. The handler gets the
+// transaction; it must write with it, and must not commit it:
+//
+//	ib, err := inbox.New(pool, inbox.Config{Schema: "inbox"})
+//	...
+//	err = ib.Migrate(ctx)
+//	...
+//	res, err := ib.Handle(ctx, "billing", msg, func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
+//		var p struct{ OrderID, Amount string }
+//		if err := json.Unmarshal(m.Payload, &p); err != nil {
+//			return fmt.Errorf("payload: %v: %w", err, inbox.ErrPermanent)
+//		}
+//		_, err := tx.Exec(ctx, "INSERT INTO invoices (order_id, amount) VALUES ($1, $2)", p.OrderID, p.Amount)
+//		return err
+//	})
+//
+// Handle first inserts the record into <schema>.inbox_processed, whose
+// primary key is (consumer, message_id), then runs the handler, then
+// commits:
+//
+//   - A message the consumer processed before makes the insert fail with
+//     PostgreSQL's unique_violation (SQLSTATE 23505, recognised by its code,
+//     never by the error text): the handler does not run, and Handle
+//     returns (Duplicate, nil). A duplicate is not an error.
+//   - Two instances that get the same message at the same moment both try
+//     the insert; the second waits for the first transaction. If it
+//     commits, the second gets the violation (Duplicate); if it rolls back,
+//     the second goes ahead. Exactly one effect either way.
+//   - A handler error, or a failed commit (the database went away), leaves
+//     neither effect nor record; the message can simply be handled again.
+//
+// A unique violation raised by the handler's own statements is the
+// handler's error, not a duplicate. Several consumers (billing, inventory)
+// each process a message once, independently: the consumer name is part of
+// the key.
+//
+// Messages come from Kafka records with [FromRecord], which reads the
+// outbox's record contract (headers eventId, eventType, eventVersion, ...).
+// The consumer package runs a Kafka consumer group around Handle.
+//
+// # Parked messages
+//
+// A message a consumer gives up on (a record that breaks the contract, an
+// error wrapping [ErrPermanent], too many failed attempts) is parked with
+// [Inbox.Park] in <schema>.inbox_parked: payload, headers, topic, partition,
+// offset, error and attempts. [Inbox.Parked] lists them; after a fix,
+// [Inbox.Replay] runs the handler on one through Handle, so a replay is
+// applied once too, and marks it replayed (the row is kept for audit).
+//
+// # Retention
+//
+// The processed ids must be kept as long as a message can come back:
+// longer than the topic's retention.ms (a group whose offsets expired or
+// were reset reads the whole topic again). Config.Retention (30 days by
+// default) says how long; run [Inbox.Cleanup] periodically to delete older
+// ids in small batches.
+//
+// # Schema
+//
+// [Inbox.Migrate] creates the schema (default "inbox", validated and quoted)
+// and applies the embedded, numbered migrations, idempotently and safely
+// when several instances start at once (an advisory lock serialises them).
+// The inbox tables may live in any database the handler writes to; they
+// must be in the same database as the business tables, since they share
+// one transaction.
+package inbox

@@ -1,0 +1,115 @@
+package inbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox/inbox"
+)
+
+func ExampleNew() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://billing@localhost:5432/billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	ib, err := inbox.New(pool, inbox.Config{
+		Schema:    "inbox",
+		Retention: 30 * 24 * time.Hour, // longer than the topic's retention.ms
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Create or update the tables; safe to run from every instance at start-up.
+	if err := ib.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Apply an OrderPlaced event once: the invoice and the inbox record commit
+// together.
+func ExampleInbox_Handle() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, "postgres://billing@localhost:5432/billing")
+	ib, _ := inbox.New(pool, inbox.Config{})
+
+	var msg inbox.Message // from inbox.FromRecord(record)
+	res, err := ib.Handle(ctx, "billing", msg, func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
+		var order struct {
+			OrderID string `json:"orderId"`
+			Amount  string `json:"amount"`
+		}
+		if err := json.Unmarshal(m.Payload, &order); err != nil {
+			return fmt.Errorf("OrderPlaced payload: %v: %w", err, inbox.ErrPermanent) // retrying cannot help
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO invoices (order_id, amount) VALUES ($1, $2)", order.OrderID, order.Amount)
+		return err
+	})
+	switch {
+	case err != nil:
+		log.Printf("not applied, deliver again: %v", err)
+	case res == inbox.Duplicate:
+		log.Printf("message %s was applied before", msg.ID)
+	}
+}
+
+// Replay the parked messages of a consumer after the handler was fixed.
+func ExampleInbox_Replay() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, "postgres://billing@localhost:5432/billing")
+	ib, _ := inbox.New(pool, inbox.Config{})
+	var handler inbox.HandlerFunc // the fixed handler
+
+	parked, err := ib.Parked(ctx, inbox.ParkedFilter{Consumer: "billing", EventType: "OrderPlaced"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range parked {
+		res, err := ib.Replay(ctx, "billing", p.ID, handler)
+		if err != nil {
+			log.Printf("parked %s (offset %d) still fails: %v", p.ID, p.Message.Offset, err)
+			continue
+		}
+		log.Printf("parked %s: %s", p.ID, res) // processed, or duplicate if applied meanwhile
+	}
+}
+
+func ExampleFromRecord() {
+	r := &kgo.Record{
+		Topic: "orders", Partition: 0, Offset: 17,
+		Key:   []byte("o-1"),
+		Value: []byte(`{"orderId":"o-1","amount":"150.00"}`),
+		Headers: []kgo.RecordHeader{
+			{Key: "eventId", Value: []byte("0190a5f2-7c3e-7d4a-9b1e-2f3a4b5c6d7e")},
+			{Key: "eventType", Value: []byte("OrderPlaced")},
+			{Key: "aggregateType", Value: []byte("Order")},
+		},
+	}
+	m, err := inbox.FromRecord(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.ID, m.EventType, m.EventVersion, m.AggregateType, m.AggregateID)
+
+	r.Headers[0].Value = []byte("42")
+	_, err = inbox.FromRecord(r)
+	fmt.Println(errors.Is(err, inbox.ErrMalformed))
+	// Output:
+	// 0190a5f2-7c3e-7d4a-9b1e-2f3a4b5c6d7e OrderPlaced 1 Order o-1
+	// true
+}
+
+func ExampleResult_String() {
+	fmt.Println(inbox.Processed, inbox.Duplicate)
+	// Output: processed duplicate
+}

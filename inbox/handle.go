@@ -1,0 +1,125 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// uniqueViolation is PostgreSQL's SQLSTATE for unique_violation. Duplicate
+// detection compares this code, never an error's text.
+const uniqueViolation = "23505"
+
+// Result says what [Inbox.Handle] did with a message.
+type Result int
+
+const (
+	// Processed: the handler ran and its transaction committed together
+	// with the record of the message.
+	Processed Result = iota + 1
+	// Duplicate: the consumer had already processed the message; nothing
+	// was changed.
+	Duplicate
+)
+
+// String returns "processed", "duplicate", or "Result(n)" for other values.
+func (r Result) String() string {
+	switch r {
+	case Processed:
+		return "processed"
+	case Duplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("Result(%d)", int(r))
+}
+
+// HandlerFunc applies a message's effect with tx, the transaction that also
+// records the message as processed. It must do all its database work with
+// tx (work done on other connections is not undone with it) and must not
+// commit or roll tx back. An error rolls back both the effect and the
+// record; wrap [ErrPermanent] into it when retrying cannot help.
+type HandlerFunc func(ctx context.Context, tx pgx.Tx, msg Message) error
+
+// Handle runs fn in a new transaction together with recording (consumer,
+// msg.ID), and commits both or neither:
+//
+//   - The record is inserted first. If consumer already processed msg.ID,
+//     the insert fails with unique_violation: fn is not run, the
+//     transaction is rolled back, and Handle returns (Duplicate, nil).
+//   - If another transaction is recording the same message at this moment
+//     (two instances got the same delivery), the insert waits for it: if it
+//     commits, this is a Duplicate; if it rolls back, this one proceeds. So
+//     two concurrent deliveries have exactly one effect.
+//   - If fn returns an error, or the commit fails, nothing of fn's work and
+//     no record remain; Handle returns the error (wrapped; errors.Is finds
+//     fn's error and [ErrPermanent]) and the message can be handled again.
+//
+// consumer names the consuming application (for example the Kafka group);
+// each consumer processes a message once, independently of the others.
+// msg.ID must not be the nil UUID (the error wraps [ErrMalformed]).
+func (i *Inbox) Handle(ctx context.Context, consumer string, msg Message, fn HandlerFunc) (Result, error) {
+	if err := checkHandle(consumer, msg.ID, fn); err != nil {
+		return 0, err
+	}
+	return i.handle(ctx, consumer, msg, fn)
+}
+
+func checkHandle(consumer string, id uuid.UUID, fn HandlerFunc) error {
+	switch {
+	case consumer == "":
+		return errors.New("inbox: handle: empty consumer name")
+	case fn == nil:
+		return errors.New("inbox: handle: nil handler")
+	case id == uuid.Nil:
+		return fmt.Errorf("%w: message has no id (eventId), so it cannot be deduplicated", ErrMalformed)
+	}
+	return nil
+}
+
+func (i *Inbox) handle(ctx context.Context, consumer string, msg Message, fn HandlerFunc) (Result, error) {
+	tx, err := i.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: handle message %s: begin: %w", msg.ID, err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+
+	if _, err := tx.Exec(ctx, i.q.markProcessed, consumer, msg.ID); err != nil {
+		if isUniqueViolation(err) {
+			i.log.Debug("inbox: duplicate message", msgAttrs(consumer, msg)...)
+			return Duplicate, nil
+		}
+		return 0, fmt.Errorf("inbox: handle message %s: record as processed: %w", msg.ID, err)
+	}
+	if err := fn(ctx, tx, msg); err != nil {
+		return 0, fmt.Errorf("inbox: handle message %s (%s): %w", msg.ID, msg.EventType, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("inbox: handle message %s: commit: %w", msg.ID, err)
+	}
+	return Processed, nil
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation,
+// by its SQLSTATE code.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation
+}
+
+// msgAttrs are the log attributes of a message.
+func msgAttrs(consumer string, msg Message) []any {
+	return []any{
+		slog.String("consumer", consumer),
+		slog.String("message_id", msg.ID.String()),
+		slog.String("aggregate_id", msg.AggregateID),
+		slog.String("event_type", msg.EventType),
+		slog.String("topic", msg.Topic),
+		slog.Int("partition", int(msg.Partition)),
+		slog.Int64("offset", msg.Offset),
+	}
+}

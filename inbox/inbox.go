@@ -1,0 +1,263 @@
+package inbox
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultSchema is the default of Config.Schema.
+	DefaultSchema = "inbox"
+	// DefaultRetention is the default of Config.Retention.
+	DefaultRetention = 30 * 24 * time.Hour
+	// DefaultCleanupBatchSize is the default of Config.CleanupBatchSize.
+	DefaultCleanupBatchSize = 1000
+)
+
+// schemaRe is the identifier rule for Config.Schema: lower-case, so that the
+// quoted and unquoted spellings name the same schema, and at most 63 bytes,
+// PostgreSQL's identifier limit.
+var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Config configures an [Inbox].
+type Config struct {
+	// Schema is the PostgreSQL schema that holds the inbox tables. It must
+	// match ^[a-z_][a-z0-9_]{0,62}$ and not start with "pg_". Defaults to
+	// "inbox".
+	Schema string
+	// Retention is how long the id of a processed message is kept; Cleanup
+	// deletes older ones. A message delivered again after its id was
+	// deleted is applied again, so Retention must outlive every way a
+	// message can come back: the topic's retention.ms (a consumer group
+	// that lost its offsets, or is reset, reads the whole topic again) and
+	// the longest a relay may hold a message before it re-sends it.
+	// Defaults to 30 days.
+	Retention time.Duration
+	// CleanupBatchSize is the most ids one Cleanup statement deletes, so
+	// that no statement holds many locks or runs long. Defaults to 1000.
+	CleanupBatchSize int
+	// Logger receives a warning per parked message and a note per Cleanup.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.CleanupBatchSize == 0 {
+		c.CleanupBatchSize = DefaultCleanupBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks c after defaults and names the first bad field.
+func (c Config) validate() error {
+	switch {
+	case !schemaRe.MatchString(c.Schema):
+		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
+	case strings.HasPrefix(c.Schema, "pg_"):
+		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
+	case c.Retention < time.Second:
+		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, c.Retention)
+	case c.CleanupBatchSize < 1:
+		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, c.CleanupBatchSize)
+	}
+	return nil
+}
+
+// Inbox records which messages each consumer has processed, in the
+// consumer's own database, and keeps the messages a consumer gave up on
+// (parked). It is safe for concurrent use.
+type Inbox struct {
+	pool       *pgxpool.Pool
+	cfg        Config
+	log        *slog.Logger
+	q          queries
+	migrations []migration
+}
+
+// queries are the rendered SQL texts, with the schema filled in.
+type queries struct {
+	markProcessed, park, parked, parkedGet, markReplayed, cleanup string
+
+	migrateLock, migrateSetup, migrateApplied, migrateRecord string
+}
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+// New returns an inbox on pool using the tables in cfg.Schema. It does not
+// touch the database; call [Inbox.Migrate] to create or update the tables.
+// A bad cfg gives an error that wraps [ErrInvalidConfig] and names the
+// field.
+func New(pool *pgxpool.Pool, cfg Config) (*Inbox, error) {
+	if pool == nil {
+		return nil, errors.New("inbox: New: nil pool")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	i := &Inbox{pool: pool, cfg: cfg, log: cfg.Logger}
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
+		{&i.q.markProcessed, "mark_processed.sql"},
+		{&i.q.park, "park.sql"},
+		{&i.q.parked, "parked.sql"},
+		{&i.q.parkedGet, "parked_get.sql"},
+		{&i.q.markReplayed, "mark_replayed.sql"},
+		{&i.q.cleanup, "cleanup.sql"},
+		{&i.q.migrateLock, "migrate_lock.sql"},
+		{&i.q.migrateSetup, "migrate_setup.sql"},
+		{&i.q.migrateApplied, "migrate_applied.sql"},
+		{&i.q.migrateRecord, "migrate_record.sql"},
+	} {
+		b, err := queryFiles.ReadFile("queries/" + f.file)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: read embedded %s: %w", f.file, err)
+		}
+		*f.dst = i.render(string(b))
+	}
+	i.migrations = append([]migration(nil), migrations...)
+	for n := range i.migrations {
+		i.migrations[n].sql = i.render(i.migrations[n].sql)
+	}
+	return i, nil
+}
+
+// Schema returns the schema the inbox uses (after defaults).
+func (i *Inbox) Schema() string { return i.cfg.Schema }
+
+// Ping reports whether the database answers. The consumer runner uses it
+// to tell a database outage, which is nobody's fault, from a failing
+// handler.
+func (i *Inbox) Ping(ctx context.Context) error { return i.pool.Ping(ctx) }
+
+// render fills the {{schema}} placeholder of an embedded SQL text with the
+// validated schema name, quoted as an identifier.
+func (i *Inbox) render(sql string) string {
+	return strings.ReplaceAll(sql, "{{schema}}", pgx.Identifier{i.cfg.Schema}.Sanitize())
+}
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// migration is one numbered schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrationNameRe = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
+
+// migrations are the embedded migrations in version order, unrendered.
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(fmt.Sprintf("inbox: read embedded migrations: %v", err))
+	}
+	var out []migration
+	seen := map[int]bool{}
+	for _, e := range entries {
+		m := migrationNameRe.FindStringSubmatch(e.Name())
+		if m == nil {
+			panic(fmt.Sprintf("inbox: embedded migration %q is not named NNN_name.up.sql", e.Name()))
+		}
+		v, _ := strconv.Atoi(m[1])
+		if seen[v] {
+			panic(fmt.Sprintf("inbox: two embedded migrations have version %d", v))
+		}
+		seen[v] = true
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			panic(fmt.Sprintf("inbox: read embedded migration %s: %v", e.Name(), err))
+		}
+		out = append(out, migration{version: v, name: m[2], sql: string(b)})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].version < out[b].version })
+	return out
+}
+
+// Migrate creates the schema if it is absent and applies, in order, every
+// embedded migration not yet recorded in <schema>.inbox_migrations. It runs
+// in one transaction, so either all pending migrations are applied or none.
+//
+// Migrate is idempotent, and safe when several processes run it at once: a
+// transaction-scoped advisory lock, keyed by the schema, serialises them,
+// and each one that waited finds the versions already recorded.
+func (i *Inbox) Migrate(ctx context.Context) error {
+	tx, err := i.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+
+	if _, err := tx.Exec(ctx, i.q.migrateLock, i.migrateLockKey()); err != nil {
+		return fmt.Errorf("inbox: migrate: take advisory lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, i.q.migrateSetup); err != nil {
+		return fmt.Errorf("inbox: migrate: create schema %s and inbox_migrations: %w", i.cfg.Schema, err)
+	}
+	rows, err := tx.Query(ctx, i.q.migrateApplied)
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
+	}
+	applied := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		applied[int(v)] = true
+	}
+	for _, m := range i.migrations {
+		if applied[m.version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("inbox: migrate: apply %03d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, i.q.migrateRecord, m.version, m.name); err != nil {
+			return fmt.Errorf("inbox: migrate: record %03d_%s: %w", m.version, m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("inbox: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// migrateLockKey is the advisory lock key that serialises Migrate for this
+// inbox's schema.
+func (i *Inbox) migrateLockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("outbox.inbox.migrate:" + i.cfg.Schema))
+	return int64(h.Sum64())
+}
