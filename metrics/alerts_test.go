@@ -68,6 +68,11 @@ func exportedNames(t *testing.T) map[string]bool {
 	if err := metrics.NewTable(reg, snapshotOf(), 0); err != nil {
 		t.Fatal(err)
 	}
+	c, err := metrics.NewConsumer(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Hooks("billing")
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
