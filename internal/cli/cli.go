@@ -46,6 +46,7 @@ var commands = []func(*app) *cobra.Command{
 	newRelayCommand,
 	newBrokerCommand,
 	newMigrateCommand,
+	newExampleCommand,
 }
 
 // app is what every command shares: the output streams, the environment,

@@ -1,0 +1,27 @@
+// Package orders is the order system of the seeds, built on this toolkit:
+// an order service that writes each order and its events in one
+// transaction, the relay that publishes them, and two idempotent consumers,
+// billing and inventory. Each part runs as a process of its own:
+//
+//	outbox migrate                      # the outbox tables
+//	outbox example orders --listen 127.0.0.1:8080
+//	outbox relay --kafka-auto-create-topics
+//	outbox example billing
+//	outbox example inventory
+//
+// The subpackages are the parts:
+//
+//   - [github.com/outbox-dev/outbox/examples/orders/money]: decimal amounts
+//     without floats, and the accepted currencies.
+//   - [github.com/outbox-dev/outbox/examples/orders/events]: the event
+//     contracts (payloads per event and version), encoding for producers,
+//     decoding with upcasting for consumers. docs/events.md documents them.
+//   - [github.com/outbox-dev/outbox/examples/orders/orderservice]: the HTTP
+//     order service and its order lifecycle.
+//   - [github.com/outbox-dev/outbox/examples/orders/billing]: invoices and
+//     credit notes (consumer group "billing").
+//   - [github.com/outbox-dev/outbox/examples/orders/inventory]: stock
+//     reservations (consumer group "inventory-service").
+//
+// The end-to-end test in internal/e2e runs them all as separate processes.
+package orders

@@ -1,0 +1,26 @@
+// Package orderservice is the order service of the seeds' order system:
+// an HTTP JSON API over PostgreSQL that writes every change of an order
+// and its event to the outbox in one transaction, so that an event exists
+// if and only if the change committed.
+//
+// An order is placed (OrderPlaced, version 1 of the order), then paid
+// (OrderPaid), shipped (OrderShipped) or cancelled (OrderCancelled, from
+// PLACED or PAID). Each event has aggregate Order and the order id as key,
+// goes to one topic, and carries the order's version, 1, 2, 3, ..., in its
+// payload; the order's row is locked while it changes, so its events
+// enter the outbox in version order. An action the status does not allow
+// is refused (HTTP 409) and writes nothing.
+//
+// Amounts are decimal strings ("150.00", at most two decimals) in the API
+// and integers of minor units inside; floats never hold money. The
+// payloads are the contracts of package events, not this package's types.
+//
+// A client that sends an Idempotency-Key with POST /orders may retry
+// safely: the retry returns the first order, with status 201 and the same
+// body, instead of placing a second one.
+//
+//	svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: store})
+//	...
+//	err = svc.Migrate(ctx)            // the service's own tables, if missing
+//	http.ListenAndServe(addr, svc.Handler())
+package orderservice

@@ -1,0 +1,446 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/outbox-dev/outbox/consumer"
+	"github.com/outbox-dev/outbox/examples/orders/billing"
+	"github.com/outbox-dev/outbox/examples/orders/events"
+	"github.com/outbox-dev/outbox/examples/orders/inventory"
+	"github.com/outbox-dev/outbox/examples/orders/orderservice"
+	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// httpShutdownTimeout bounds the graceful stop of the order service: the
+// requests in progress get this long to finish.
+const httpShutdownTimeout = 10 * time.Second
+
+// defaultStatsInterval is the default of --stats-interval.
+const defaultStatsInterval = 10 * time.Second
+
+// Database connections of the example processes. The order service needs
+// one per request in progress (more requests wait for one); a consumer one
+// per partition being handled, plus the inbox's checks.
+const (
+	ordersMaxConns   = 10
+	consumerMaxConns = 6
+)
+
+func newExampleCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "example",
+		GroupID: "try",
+		Short:   "Run a piece of the seeds' order system: orders, billing or inventory",
+		Long: `example runs one piece of the order system described in the seeds, each as
+a process of its own, against PostgreSQL (--database-url) and a Kafka-protocol
+broker (--kafka-brokers):
+
+  orders     the HTTP order service; writes each order change and its event
+             (OrderPlaced, OrderPaid, OrderShipped, OrderCancelled) to the
+             outbox in one transaction
+  billing    consumer group "billing": one invoice per order, credit notes
+  inventory  consumer group "inventory-service": stock reservations; its own
+             events (StockReserved, StockRejected, StockReleased) go through
+             the outbox too
+
+Next to them run 'outbox relay', which publishes the outbox. Run
+'outbox migrate' first: it creates the outbox tables (--schema). Each piece
+creates its own tables at start if they are missing. docs/events.md
+documents the events.`,
+		Example: `  export OUTBOX_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test
+  outbox migrate
+  outbox broker &
+  outbox relay --kafka-auto-create-topics &
+  outbox example billing &
+  outbox example inventory &
+  outbox example orders --listen 127.0.0.1:8080`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{fmt.Errorf("unknown example %q: choose orders, billing or inventory", args[0])}
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newExampleOrdersCommand(a), newExampleBillingCommand(a), newExampleInventoryCommand(a))
+	return cmd
+}
+
+func newExampleOrdersCommand(a *app) *cobra.Command {
+	var (
+		listen        string
+		topic         string
+		schema        string
+		placedVersion int
+		maxBody       int64
+	)
+	cmd := &cobra.Command{
+		Use:   "orders",
+		Short: "Run the order service (HTTP) until stopped",
+		Long: `orders serves the order API on --listen:
+
+  POST /orders              {"customerId": "C-1", "amount": "150.00", "currency": "EUR",
+                             "items": [{"sku": "BOOK-1", "quantity": 2}]}   -> 201
+  GET  /orders/{id}
+  POST /orders/{id}/pay | /ship | /cancel                                  -> 200, or 409
+
+Each change and its event are written in one transaction: the order in
+--orders-schema, the event in the outbox (--schema), for 'outbox relay' to
+publish on --topic. An Idempotency-Key header makes a retried POST /orders
+return the first order. It prints the address it listens on, then runs
+until SIGINT or SIGTERM and lets requests in progress finish.`,
+		Example: `  outbox example orders --listen 127.0.0.1:8080
+  curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
+    -H 'Idempotency-Key: 7d1c' -d '{"customerId":"C-1","amount":"150.00","currency":"EUR"}'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, err := net.SplitHostPort(listen); err != nil {
+				return flagError("listen", "must be a host:port such as 127.0.0.1:8080, not %q", listen)
+			}
+			if placedVersion != 1 && placedVersion != 2 {
+				return flagError("order-placed-version", "must be 1 or 2, not %d", placedVersion)
+			}
+			if maxBody < 1 {
+				return flagError("max-body-bytes", "must be positive, not %d", maxBody)
+			}
+			ctx := cmd.Context()
+			st, pool, err := a.openExampleStore(ctx, "example orders", ordersMaxConns)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: st, Schema: schema, Topic: topic,
+				PlacedVersion: placedVersion, MaxBodyBytes: maxBody, Logger: a.logger})
+			if err != nil {
+				return exampleConfigError(err, map[string]string{"Schema": "orders-schema", "Topic": "topic"})
+			}
+			if err := svc.Migrate(ctx); err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second,
+				ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			addr := ln.Addr().String()
+			a.logger.Info("order service started", slog.String("addr", addr), slog.String("orders_schema", svc.Schema()),
+				slog.String("outbox_schema", st.Schema()), slog.String("topic", topic), slog.Int("order_placed_version", placedVersion))
+			fmt.Fprintf(a.stdout, "orders listening on http://%s\n", addr)
+
+			select {
+			case err := <-served:
+				return fmt.Errorf("serve HTTP on %s: %w", addr, err)
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				a.logger.Warn("order service: requests still running at shutdown", slog.Any("error", err))
+			}
+			a.logger.Info("order service stopped")
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "`host:port` of the HTTP API (port 0 picks a free port)")
+	fs.StringVar(&topic, "topic", events.TopicOrders, "Kafka `topic` of the order events")
+	fs.StringVar(&schema, "orders-schema", orderservice.DefaultSchema, "PostgreSQL `schema` of the order service's tables")
+	fs.IntVar(&placedVersion, "order-placed-version", orderservice.DefaultPlacedVersion, "contract version of the OrderPlaced events published: 2, or 1 while consumers that know only 1 run")
+	fs.Int64Var(&maxBody, "max-body-bytes", orderservice.DefaultMaxBodyBytes, "largest request body accepted, in `bytes`")
+	return cmd
+}
+
+// consumerFlags are the flags of an example consumer process.
+type consumerFlags struct {
+	kafka         kafkaFlags
+	topic         string
+	schema        string
+	inboxSchema   string
+	maxAttempts   int
+	retryBase     time.Duration
+	retryMax      time.Duration
+	statsInterval time.Duration
+}
+
+// consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
+// brokers, TLS and SASL. The producer's settings do not apply.
+var consumerKafkaFlags = []string{
+	"kafka-brokers", "kafka-tls", "kafka-tls-ca", "kafka-tls-cert", "kafka-tls-key",
+	"kafka-tls-insecure-skip-verify", "kafka-tls-server-name",
+	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
+}
+
+func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSchema string) {
+	all := pflag.NewFlagSet("kafka", pflag.ContinueOnError)
+	addKafkaFlags(all, &c.kafka) // the same flags as the relay's, defaults and annotations included
+	for _, name := range consumerKafkaFlags {
+		fs.AddFlag(all.Lookup(name))
+	}
+	fs.StringVar(&c.topic, "topic", events.TopicOrders, "Kafka `topic` of the order events to consume")
+	fs.StringVar(&c.schema, schemaFlag, defaultSchema, "PostgreSQL `schema` of this service's tables")
+	fs.StringVar(&c.inboxSchema, "inbox-schema", inbox.DefaultSchema, "PostgreSQL `schema` of the inbox (processed event ids, parked messages)")
+	fs.IntVar(&c.maxAttempts, "handler-max-attempts", consumer.DefaultMaxAttempts, "failed attempts after which an event is parked (an unknown version or broken payload is parked at once)")
+	fs.DurationVar(&c.retryBase, "handler-retry-base", consumer.DefaultRetryBase, "wait before the first retry of a failed event; it doubles with each attempt")
+	fs.DurationVar(&c.retryMax, "handler-retry-max", consumer.DefaultRetryMax, "longest wait between retries of a failed event")
+	fs.DurationVar(&c.statsInterval, "stats-interval", defaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
+}
+
+func (c *consumerFlags) check() error {
+	switch {
+	case c.maxAttempts < 1:
+		return flagError("handler-max-attempts", "must be at least 1, not %d", c.maxAttempts)
+	case c.retryBase <= 0:
+		return flagError("handler-retry-base", "must be positive, not %s", c.retryBase)
+	case c.retryMax < c.retryBase:
+		return flagError("handler-retry-max", "must be at least --handler-retry-base (%s), not %s", c.retryBase, c.retryMax)
+	case c.statsInterval <= 0:
+		return flagError("stats-interval", "must be positive, not %s", c.statsInterval)
+	}
+	return nil
+}
+
+func newExampleBillingCommand(a *app) *cobra.Command {
+	var cf consumerFlags
+	cmd := &cobra.Command{
+		Use:   "billing",
+		Short: "Run the billing consumer (group billing) until stopped",
+		Long: `billing consumes the order events of --topic as consumer group "billing" and
+keeps one invoice per order in --billing-schema, however often an event is
+delivered: the inbox (--inbox-schema) records each event id in the same
+transaction as its effect. A paid order that is cancelled gets a credit
+note. An event of an unknown version, or one that breaks its contract, is
+parked with the reason (see the inbox's parked messages) instead of being
+processed. It runs until SIGINT or SIGTERM.`,
+		Example: `  outbox example billing --kafka-brokers 127.0.0.1:9092`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cf.check(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			pool, err := a.newPool("example billing", consumerMaxConns)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := a.ping(ctx, pool); err != nil {
+				return err
+			}
+			b, err := billing.New(pool, billing.Config{Schema: cf.schema, Logger: a.logger})
+			if err != nil {
+				return exampleConfigError(err, map[string]string{"Schema": "billing-schema"})
+			}
+			if err := b.Migrate(ctx); err != nil {
+				return err
+			}
+			return a.runConsumer(ctx, pool, &cf, billing.Group, b.Handle)
+		},
+	}
+	addConsumerFlags(cmd.Flags(), &cf, "billing-schema", billing.DefaultSchema)
+	return cmd
+}
+
+func newExampleInventoryCommand(a *app) *cobra.Command {
+	var (
+		cf    consumerFlags
+		topic string
+		stock []string
+	)
+	cmd := &cobra.Command{
+		Use:   "inventory",
+		Short: "Run the inventory consumer (group inventory-service) until stopped",
+		Long: `inventory consumes the order events of --topic as consumer group
+"inventory-service" and reserves each order's items once in
+--inventory-schema, however often an event is delivered. An unknown SKU or
+too little stock reserves nothing and publishes StockRejected; a
+reservation publishes StockReserved and a cancellation StockReleased. These
+events are written to the outbox (--schema) in the same transaction as the
+reservation, for 'outbox relay' to publish on --inventory-topic.
+
+At start it creates its tables if missing and gives the SKUs of --stock
+that have no stock yet their units. It runs until SIGINT or SIGTERM.`,
+		Example: `  outbox example inventory --kafka-brokers 127.0.0.1:9092
+  outbox example inventory --stock BOOK-1=100,LAMP-1=2`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cf.check(); err != nil {
+				return err
+			}
+			seed, err := parseStock(stock)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			st, pool, err := a.openExampleStore(ctx, "example inventory", consumerMaxConns)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			inv, err := inventory.New(pool, inventory.Config{Schema: cf.schema, Outbox: st, Topic: topic, Stock: seed, Logger: a.logger})
+			if err != nil {
+				return exampleConfigError(err, map[string]string{"Schema": "inventory-schema", "Topic": "inventory-topic", "Stock": "stock"})
+			}
+			if err := inv.Migrate(ctx); err != nil {
+				return err
+			}
+			return a.runConsumer(ctx, pool, &cf, inventory.Group, inv.Handle)
+		},
+	}
+	fs := cmd.Flags()
+	addConsumerFlags(fs, &cf, "inventory-schema", inventory.DefaultSchema)
+	fs.StringVar(&topic, "inventory-topic", events.TopicInventory, "Kafka `topic` of the inventory's own events")
+	var defaults []string
+	initial := inventory.DefaultStock()
+	for _, sku := range slices.Sorted(maps.Keys(initial)) {
+		defaults = append(defaults, sku+"="+strconv.FormatInt(initial[sku], 10))
+	}
+	fs.StringSliceVar(&stock, "stock", defaults, "stock given at start to SKUs that have none: `SKU=units` (repeatable, or comma-separated)")
+	return cmd
+}
+
+// parseStock reads --stock.
+func parseStock(list []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(list))
+	for _, s := range list {
+		sku, units, ok := strings.Cut(s, "=")
+		n, err := strconv.ParseInt(strings.TrimSpace(units), 10, 64)
+		if !ok || err != nil || n < 0 || !events.ValidSKU(strings.TrimSpace(sku)) {
+			return nil, flagError("stock", "must be SKU=units with a SKU of letters, digits, '.', '_' or '-' and 0 or more units, not %q", s)
+		}
+		out[strings.TrimSpace(sku)] = n
+	}
+	return out, nil
+}
+
+// openExampleStore opens the database and the outbox store in --schema,
+// and checks that 'outbox migrate' created the outbox table there.
+func (a *app) openExampleStore(ctx context.Context, purpose string, maxConns int32) (*pgstore.Store, *pgxpool.Pool, error) {
+	st, pool, err := a.openStore(ctx, purpose, maxConns)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Looking up the nil id is one index probe; it fails unless the table exists.
+	if _, err := st.Get(ctx, uuid.Nil); !errors.Is(err, pgstore.ErrNotFound) {
+		pool.Close()
+		return nil, nil, fmt.Errorf("the outbox table in schema %s is missing or unreadable; run 'outbox migrate --schema %s' first: %w",
+			st.Schema(), st.Schema(), err)
+	}
+	return st, pool, nil
+}
+
+// runConsumer runs an example consumer until ctx ends: the inbox in
+// --inbox-schema, the consumer group, and a periodic log of what it
+// handled.
+func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.HandlerFunc) error {
+	kcfg, err := cf.kafka.config(a.logger)
+	if err != nil {
+		return err
+	}
+	inb, err := inbox.New(pool, inbox.Config{Schema: cf.inboxSchema, Logger: a.logger})
+	if err != nil {
+		return exampleConfigError(err, map[string]string{"Schema": "inbox-schema"})
+	}
+	if err := inb.Migrate(ctx); err != nil {
+		return err
+	}
+	var stats handledStats
+	r, err := consumer.New(consumer.Config{
+		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
+		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
+		ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
+	})
+	if err != nil {
+		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "Topics") {
+			return flagError("topic", "is not usable: %v", err)
+		}
+		return kafkaConfigError(err)
+	}
+	attrs := append([]any{slog.String("group", group), slog.String("topic", cf.topic),
+		slog.String("inbox_schema", inb.Schema())}, cf.kafka.logAttrs()...)
+	a.logger.Info("example consumer starting", attrs...)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(cf.statsInterval)
+		defer t.Stop()
+		var last handledCounts
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if now := stats.counts(); now != last {
+					a.logHandled(group, now)
+					last = now
+				}
+			}
+		}
+	}()
+	err = r.Run(ctx)
+	<-done
+	a.logHandled(group, stats.counts())
+	if err != nil {
+		return fmt.Errorf("consumer group %s: %w", group, err)
+	}
+	return nil
+}
+
+// handledStats counts what a consumer did, from its hooks.
+type handledStats struct{ processed, duplicates, parked, retried atomic.Int64 }
+
+type handledCounts struct{ processed, duplicates, parked, retried int64 }
+
+func (s *handledStats) hooks() consumer.Hooks {
+	return consumer.Hooks{
+		Handled: func(_ inbox.Message, res inbox.Result, _ time.Duration) {
+			if res == inbox.Duplicate {
+				s.duplicates.Add(1)
+			} else {
+				s.processed.Add(1)
+			}
+		},
+		Parked:  func(inbox.Message, error) { s.parked.Add(1) },
+		Retried: func(inbox.Message, error) { s.retried.Add(1) },
+	}
+}
+
+func (s *handledStats) counts() handledCounts {
+	return handledCounts{s.processed.Load(), s.duplicates.Load(), s.parked.Load(), s.retried.Load()}
+}
+
+func (a *app) logHandled(group string, c handledCounts) {
+	a.logger.Info("events handled", slog.String("group", group), slog.Int64("processed", c.processed),
+		slog.Int64("duplicates", c.duplicates), slog.Int64("parked", c.parked), slog.Int64("retried", c.retried))
+}
+
+// exampleConfigError points a constructor's config error at the flag of
+// the field it names, if one does.
+func exampleConfigError(err error, fieldFlags map[string]string) error {
+	for field, flag := range fieldFlags {
+		if strings.Contains(err.Error(), field) {
+			return &usageError{fmt.Errorf("--%s: %w", flag, err)}
+		}
+	}
+	return err
+}
