@@ -38,6 +38,7 @@ const (
 var groups = []*cobra.Group{
 	{ID: "run", Title: "Run services:"},
 	{ID: "database", Title: "Manage the outbox database:"},
+	{ID: "operate", Title: "Operate the outbox:"},
 	{ID: "try", Title: "Try it out:"},
 }
 
@@ -46,6 +47,10 @@ var commands = []func(*app) *cobra.Command{
 	newRelayCommand,
 	newBrokerCommand,
 	newMigrateCommand,
+	newStatsCommand,
+	newDLQCommand,
+	newReplayCommand,
+	newCleanupCommand,
 	newExampleCommand,
 }
 

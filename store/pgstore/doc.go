@@ -53,10 +53,17 @@
 //
 //   - outbox_messages: one row per message. seq (identity, primary key)
 //     orders messages; id (unique) is the event id. status is one of
-//     PENDING, IN_FLIGHT, SENT, FAILED, DEAD_LETTER; attempts,
+//     PENDING, IN_FLIGHT, SENT, FAILED, DEAD_LETTER, DISCARDED; attempts,
 //     next_attempt_at and last_error drive retries; lease_owner,
 //     lease_token and lease_expires_at are the relay's lease; published_at
-//     is set when the broker acknowledged.
+//     is set when the broker acknowledged. DISCARDED (with discarded_at) is
+//     a dead letter an operator gave up on: terminal, kept for audit, and
+//     not blocking its aggregate.
+//   - outbox_attempts: every counted failed attempt of a message (attempt
+//     number, error, time), written by [Store.MarkFailed] in the statement
+//     that marks the message.
+//   - outbox_audit, outbox_republish_cursors: the operators' audit log and
+//     the resumable cursors of republishing, used by package ops.
 //   - outbox_migrations: the applied migration versions.
 //   - A statement-level AFTER INSERT trigger on outbox_messages that runs
 //     pg_notify on channel "outbox_<schema>"; [Store.Notifications] LISTENs
@@ -74,6 +81,11 @@
 //     aggregate_id, seq) where status is not SENT: the claim's probe "is
 //     there an earlier unsent message of this aggregate?", which keeps each
 //     aggregate in order.
+//   - outbox_messages_sent, on (published_at) where status is SENT, and
+//     outbox_messages_discarded, on (discarded_at) where status is
+//     DISCARDED: retention deletes the oldest of them in bounded batches,
+//     and the statistics read them, without scanning the table (package
+//     ops).
 //   - The unique index on id serves [Store.Get].
 //
 // # Claiming

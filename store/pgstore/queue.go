@@ -83,6 +83,11 @@ func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (in
 // Delay counts as zero), LastError = Error (cut to 4,000 bytes), and
 // Attempts one higher when CountAttempt. If a Seq appears twice, the last
 // Failure for it wins.
+//
+// Each failure that counts an attempt or dead-letters the message is also
+// recorded in the table outbox_attempts (attempt number, error, time), in
+// the same statement, for the dead-letter tools of package ops. It is one
+// round trip.
 func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []store.Failure) (int64, error) {
 	if len(failures) == 0 {
 		return 0, nil
@@ -112,11 +117,12 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 		counts = append(counts, f.CountAttempt)
 		deads = append(deads, f.Dead)
 	}
-	tag, err := s.pool.Exec(ctx, s.q.markFailed, token, seqs, errs, delays, counts, deads)
+	var changed int64
+	err := s.pool.QueryRow(ctx, s.q.markFailed, token, seqs, errs, delays, counts, deads).Scan(&changed)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: mark failed: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return changed, nil
 }
 
 // Release gives the messages back, due at once and without counting an

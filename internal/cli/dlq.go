@@ -1,0 +1,486 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/outbox-dev/outbox/ops"
+)
+
+// --all replays every dead letter: it is taken from the command line only,
+// never from an OUTBOX_ALL variable left set in some environment.
+func init() { noEnv["all"] = true }
+
+func newDLQCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "dlq",
+		GroupID: "operate",
+		Short:   "List, inspect, replay or discard dead letters",
+		Long: `A message becomes a dead letter (status DEAD_LETTER) when the broker refused
+it for good, or after --max-attempts failed attempts. It then blocks the
+later messages of its aggregate, which the relay keeps in order.
+
+  list      the dead letters, with filters
+  show      one message: payload, headers, every attempt's error, its audit
+  replay    back to PENDING with attempts reset; the relay publishes it and
+            the messages behind it, in order
+  discard   give up on it: DISCARDED, kept for audit; the aggregate flows on
+
+replay and discard change every message named or none, and record who
+(--actor), when and why (--reason) in the audit log.`,
+		Example: `  outbox dlq list --aggregate-type Order --since 24h
+  outbox dlq show 0190a1c2-...
+  outbox dlq replay 0190a1c2-... --reason "topic created"
+  outbox dlq replay --event-type OrderPlaced --reason "schema registry fixed"
+  outbox dlq discard 0190a1c2-... --reason "order was deleted; event obsolete"`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newDLQListCommand(a), newDLQShowCommand(a), newDLQReplayCommand(a), newDLQDiscardCommand(a))
+	return cmd
+}
+
+// dlqFilterFlags are the flags that select dead letters.
+type dlqFilterFlags struct {
+	aggregateType, aggregateID, eventType, since string
+	limit                                        int
+}
+
+func (f *dlqFilterFlags) add(fs *pflag.FlagSet, defaultLimit int) {
+	fs.StringVar(&f.aggregateType, "aggregate-type", "", "only dead letters of this aggregate `type`")
+	fs.StringVar(&f.aggregateID, "aggregate-id", "", "only dead letters of this aggregate `id`")
+	fs.StringVar(&f.eventType, "event-type", "", "only dead letters of this event `type`")
+	fs.StringVar(&f.since, "since", "", "only messages dead-lettered since `time`: RFC 3339, a date (2026-03-01), or an age (24h, 7d)")
+	fs.IntVar(&f.limit, "limit", defaultLimit, "at most this many, oldest first (0: no limit)")
+}
+
+func (f *dlqFilterFlags) filter() (ops.Filter, error) {
+	out := ops.Filter{AggregateType: f.aggregateType, AggregateID: f.aggregateID, EventType: f.eventType, Limit: f.limit}
+	if f.limit < 0 {
+		return out, flagError("limit", "must not be negative, not %d", f.limit)
+	}
+	if f.since != "" {
+		t, err := parseTime(f.since, time.Now(), true)
+		if err != nil {
+			return out, flagError("since", "%v", err)
+		}
+		out.Since = t
+	}
+	return out, nil
+}
+
+func newDLQListCommand(a *app) *cobra.Command {
+	var ff dlqFilterFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, oldest first",
+		Long: `list prints the dead letters in enqueue order: seq, id, aggregate, event
+type, attempts, when it became a dead letter, how many later messages of
+its aggregate wait behind it, and the last error.`,
+		Example: `  outbox dlq list
+  outbox dlq list --event-type OrderPlaced --since 2026-03-01 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := ff.filter()
+			if err != nil {
+				return err
+			}
+			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			list, err := o.DeadLetters(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]deadLetterJSON, len(list))
+				for i, d := range list {
+					out[i] = deadLetterJSON(d)
+				}
+				return writeJSON(a.stdout, out)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.stdout, "no dead letters")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEQ\tID\tAGGREGATE\tEVENT TYPE\tATTEMPTS\tDEAD AT\tWAITING\tLAST ERROR")
+			for _, d := range list {
+				fmt.Fprintf(tw, "%d\t%s\t%s/%s\t%s\t%d\t%s\t%d\t%s\n", d.Seq, d.ID, d.AggregateType, d.AggregateID,
+					d.EventType, d.Attempts, d.DeadAt.UTC().Format(time.RFC3339), d.Waiting, oneLine(d.LastError, 60))
+			}
+			tw.Flush()
+			if f.Limit > 0 && len(list) == f.Limit {
+				fmt.Fprintf(a.stdout, "(first %d shown; use --limit 0 for all)\n", f.Limit)
+			}
+			return nil
+		},
+	}
+	ff.add(cmd.Flags(), 100)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	return cmd
+}
+
+// deadLetterJSON is the JSON form of ops.DeadLetter.
+type deadLetterJSON struct {
+	Seq           int64     `json:"seq"`
+	ID            uuid.UUID `json:"id"`
+	AggregateType string    `json:"aggregateType"`
+	AggregateID   string    `json:"aggregateId"`
+	EventType     string    `json:"eventType"`
+	Topic         string    `json:"topic"`
+	CreatedAt     time.Time `json:"createdAt"`
+	DeadAt        time.Time `json:"deadAt"`
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"lastError"`
+	Waiting       int64     `json:"waiting"`
+}
+
+// oneLine shortens s to one line of at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func newDLQShowCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one message: payload, headers, every attempt's error, its audit entries",
+		Long: `show prints one message, whatever its status: its fields, headers and
+payload, every failed attempt with its error, and the audit entries
+(replay, discard) that name it.`,
+		Example: `  outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60
+  outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --json | jq -r .payload`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			d, err := o.DeadLetter(cmd.Context(), id[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, detailJSON(d))
+			}
+			printDetail(a.stdout, d)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	return cmd
+}
+
+// parseIDs parses message ids given as arguments.
+func parseIDs(args []string) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, 0, len(args))
+	for _, s := range args {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, &usageError{fmt.Errorf("%q is not a message id (a UUID)", s)}
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+type detailOutput struct {
+	Seq           int64             `json:"seq"`
+	ID            uuid.UUID         `json:"id"`
+	Status        string            `json:"status"`
+	AggregateType string            `json:"aggregateType"`
+	AggregateID   string            `json:"aggregateId"`
+	EventType     string            `json:"eventType"`
+	EventVersion  int               `json:"eventVersion"`
+	Topic         string            `json:"topic"`
+	ContentType   string            `json:"contentType"`
+	Headers       map[string]string `json:"headers"`
+	CorrelationID string            `json:"correlationId"`
+	CausationID   string            `json:"causationId"`
+	TraceParent   string            `json:"traceparent"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	PublishedAt   *time.Time        `json:"publishedAt"`
+	DiscardedAt   *time.Time        `json:"discardedAt"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"lastError"`
+	Waiting       int64             `json:"waiting"`
+	// Payload is the payload as text when it is valid UTF-8, else
+	// PayloadBase64 holds it.
+	Payload       *string          `json:"payload,omitempty"`
+	PayloadBase64 []byte           `json:"payloadBase64,omitempty"`
+	History       []attemptJSON    `json:"history"`
+	Audit         []auditEntryJSON `json:"audit"`
+}
+
+type attemptJSON struct {
+	Attempt int       `json:"attempt"`
+	Error   string    `json:"error"`
+	Dead    bool      `json:"dead"`
+	At      time.Time `json:"at"`
+}
+
+type auditEntryJSON struct {
+	ID         int64           `json:"id"`
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"`
+	Action     string          `json:"action"`
+	Reason     string          `json:"reason"`
+	MessageIDs []uuid.UUID     `json:"messageIds"`
+	Filter     json.RawMessage `json:"filter,omitempty"`
+	Count      int64           `json:"count"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func detailJSON(d ops.DeadLetterDetail) detailOutput {
+	r := d.Record
+	out := detailOutput{
+		Seq: r.Seq, ID: r.ID, Status: string(r.Status), AggregateType: r.AggregateType, AggregateID: r.AggregateID,
+		EventType: r.EventType, EventVersion: r.EventVersion, Topic: r.Topic, ContentType: r.ContentType,
+		Headers: r.Headers, CorrelationID: r.CorrelationID, CausationID: r.CausationID, TraceParent: r.TraceParent,
+		CreatedAt: r.CreatedAt, PublishedAt: timePtr(r.PublishedAt), DiscardedAt: timePtr(d.DiscardedAt),
+		Attempts: r.Attempts, LastError: r.LastError, Waiting: d.Waiting,
+		History: []attemptJSON{}, Audit: []auditEntryJSON{},
+	}
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	if utf8.Valid(r.Payload) {
+		p := string(r.Payload)
+		out.Payload = &p
+	} else {
+		out.PayloadBase64 = r.Payload
+	}
+	for _, at := range d.Attempts {
+		out.History = append(out.History, attemptJSON{at.Number, at.Error, at.Dead, at.At})
+	}
+	for _, e := range d.Audit {
+		out.Audit = append(out.Audit, auditEntryJSON(e))
+	}
+	return out
+}
+
+func printDetail(w io.Writer, d ops.DeadLetterDetail) {
+	r := d.Record
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("ID", r.ID)
+	row("Seq", r.Seq)
+	row("Status", r.Status)
+	row("Aggregate", r.AggregateType+"/"+r.AggregateID)
+	row("Event type", fmt.Sprintf("%s (version %d)", r.EventType, r.EventVersion))
+	if r.Topic != "" {
+		row("Topic", r.Topic)
+	}
+	row("Content type", r.ContentType)
+	for _, k := range []struct{ name, v string }{{"Correlation id", r.CorrelationID}, {"Causation id", r.CausationID}, {"Traceparent", r.TraceParent}} {
+		if k.v != "" {
+			row(k.name, k.v)
+		}
+	}
+	row("Created", r.CreatedAt.UTC().Format(time.RFC3339Nano))
+	if !r.PublishedAt.IsZero() {
+		row("Published", r.PublishedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if !d.DiscardedAt.IsZero() {
+		row("Discarded", d.DiscardedAt.UTC().Format(time.RFC3339Nano))
+	}
+	row("Attempts", r.Attempts)
+	if r.LastError != "" {
+		row("Last error", r.LastError)
+	}
+	row("Waiting behind it", d.Waiting)
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nHeaders:")
+	if len(r.Headers) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		fmt.Fprintf(w, "  %s: %s\n", k, r.Headers[k])
+	}
+	fmt.Fprintln(w, "\nPayload:")
+	fmt.Fprintln(w, indent(payloadText(r.Payload), "  "))
+
+	fmt.Fprintln(w, "\nAttempts:")
+	if len(d.Attempts) == 0 {
+		fmt.Fprintln(w, "  (none recorded)")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tAT\tDEAD\tERROR")
+		for _, at := range d.Attempts {
+			fmt.Fprintf(tw, "  %d\t%s\t%v\t%s\n", at.Number, at.At.UTC().Format(time.RFC3339), at.Dead, oneLine(at.Error, 200))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w, "\nAudit:")
+	if len(d.Audit) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, e := range d.Audit {
+		fmt.Fprintf(w, "  %s  %s by %s", e.At.UTC().Format(time.RFC3339), e.Action, e.Actor)
+		if e.Reason != "" {
+			fmt.Fprintf(w, ": %s", e.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// payloadText is the payload for people: indented if it is JSON, as is if
+// it is text, else its size.
+func payloadText(p []byte) string {
+	var buf bytes.Buffer
+	if json.Valid(p) && json.Indent(&buf, p, "", "  ") == nil {
+		return buf.String()
+	}
+	if utf8.Valid(p) {
+		return string(p)
+	}
+	return fmt.Sprintf("(%d bytes of binary data; use --json for base64)", len(p))
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+func newDLQReplayCommand(a *app) *cobra.Command {
+	var (
+		ff            dlqFilterFlags
+		all           bool
+		reason, actor string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay [ID...]",
+		Short: "Put dead letters back to PENDING (attempts reset) so the relay publishes them",
+		Long: `replay puts dead letters back to PENDING, due at once and with their
+attempts reset to 0. That unblocks their aggregates: the relay publishes
+each one and then the messages behind it, in order, within its poll
+interval.
+
+Name the messages by id, or select them with the filter flags (--all for
+every dead letter). With ids, every one must be a dead letter, or nothing
+is changed. The change and its audit entry (--actor, --reason) commit
+together.
+
+Fix the cause first (create the topic, grant the ACL, deploy the fix):
+a replayed message that fails again goes through its retries once more.`,
+		Example: `  outbox dlq replay 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "topic orders created"
+  outbox dlq replay --aggregate-type Order --since 2026-03-01 --reason "ACL fixed"
+  outbox dlq replay --all --reason "broker quota raised"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := ops.Request{Actor: actor, Reason: reason}
+			filtered := all || ff.aggregateType != "" || ff.aggregateID != "" || ff.eventType != "" || ff.since != ""
+			switch {
+			case len(args) > 0 && filtered:
+				return &usageError{fmt.Errorf("give either message ids or filter flags (--all, --aggregate-type, ...), not both")}
+			case len(args) > 0:
+				ids, err := parseIDs(args)
+				if err != nil {
+					return err
+				}
+				req.IDs = ids
+			case filtered:
+				f, err := ff.filter()
+				if err != nil {
+					return err
+				}
+				f.All = all
+				req.Filter = &f
+			default:
+				return &usageError{fmt.Errorf("give the ids of the dead letters to replay, or select them with --all or a filter flag")}
+			}
+			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			res, err := o.Replay(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			printResult(a.stdout, "replayed", res)
+			return nil
+		},
+	}
+	ff.add(cmd.Flags(), 0)
+	cmd.Flags().BoolVar(&all, "all", false, "replay every dead letter (narrowed by any filter flag given)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log")
+	cmd.Flags().StringVar(&actor, "actor", "", actorFlagUsage)
+	return cmd
+}
+
+func newDLQDiscardCommand(a *app) *cobra.Command {
+	var reason, actor string
+	cmd := &cobra.Command{
+		Use:   "discard ID... --reason TEXT",
+		Short: "Give up on dead letters: DISCARDED, kept for audit; their aggregates flow again",
+		Long: `discard marks dead letters DISCARDED: they are never published, stay in the
+table for audit (until 'outbox cleanup --include-discarded'), and no longer
+block their aggregates, so the relay publishes the messages behind them.
+
+Every id must be a dead letter, or nothing is changed. --reason is
+required; it is recorded with --actor in the audit log.`,
+		Example: `  outbox dlq discard 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "payload invalid; order re-sent as a new event"`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return flagError("reason", "is required: say why these events are never published")
+			}
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			res, err := o.Discard(cmd.Context(), ops.Request{Actor: actor, Reason: reason, IDs: ids})
+			if err != nil {
+				return err
+			}
+			printResult(a.stdout, "discarded", res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why these events are never published (required; kept in the audit log)")
+	cmd.Flags().StringVar(&actor, "actor", "", actorFlagUsage)
+	return cmd
+}
+
+func printResult(w io.Writer, verb string, res ops.Result) {
+	fmt.Fprintf(w, "%s %d message(s) (audit entry %d)\n", verb, len(res.IDs), res.AuditID)
+	for _, id := range res.IDs {
+		fmt.Fprintf(w, "  %s\n", id)
+	}
+}

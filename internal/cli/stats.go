@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outbox-dev/outbox/ops"
+)
+
+func newStatsCommand(a *app) *cobra.Command {
+	var (
+		asJSON bool
+		exact  bool
+		top    int
+	)
+	cmd := &cobra.Command{
+		Use:     "stats",
+		GroupID: "operate",
+		Short:   "Show the outbox's state: counts by status, lag, blocked aggregates, failing event types",
+		Long: `stats prints a snapshot of the outbox table:
+
+  - the messages in each status (PENDING, IN_FLIGHT, SENT, FAILED,
+    DEAD_LETTER, DISCARDED);
+  - the age of the oldest unsent message, i.e. how far the relay is behind;
+  - the messages marked SENT in the last minute (all relays together);
+  - the blocked aggregates: aggregates whose first unsent message is a dead
+    letter with later messages waiting behind it (see 'outbox dlq');
+  - the event types with the most FAILED and DEAD_LETTER messages.
+
+Every figure is read through an index or from the unsent rows only, so it
+is cheap on any table size. The SENT count is PostgreSQL's estimate (kept
+by autovacuum) unless --exact, which counts them and costs in proportion
+to the SENT history.
+
+With --json it prints one JSON object for scripts; durations are in
+seconds.`,
+		Example: `  outbox stats
+  outbox stats --json | jq .counts.DEAD_LETTER`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if top < 1 {
+				return flagError("top", "must be at least 1, not %d", top)
+			}
+			o, pool, err := a.openOps(cmd.Context(), "stats", ops.Config{Top: top, ExactSentCount: exact})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			s, err := o.Stats(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("read stats of schema %s: %w", o.Schema(), err)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, statsJSON(s))
+			}
+			printStats(a.stdout, s)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	cmd.Flags().BoolVar(&exact, "exact", false, "count the SENT messages exactly instead of using PostgreSQL's estimate (reads the whole SENT index)")
+	cmd.Flags().IntVar(&top, "top", ops.DefaultTop, "how many blocked aggregates and failing event types to list")
+	return cmd
+}
+
+// statsOutput is the JSON form of ops.Stats.
+type statsOutput struct {
+	At                     time.Time              `json:"at"`
+	Counts                 map[string]int64       `json:"counts"`
+	SentEstimated          bool                   `json:"sentEstimated"`
+	OldestUnsentAt         *time.Time             `json:"oldestUnsentAt"`
+	OldestUnsentAgeSeconds float64                `json:"oldestUnsentAgeSeconds"`
+	SentLastMinute         int64                  `json:"sentLastMinute"`
+	BlockedAggregates      int64                  `json:"blockedAggregates"`
+	Blocked                []blockedAggregateJSON `json:"blocked"`
+	TopFailing             []failingEventTypeJSON `json:"topFailingEventTypes"`
+}
+
+type blockedAggregateJSON struct {
+	AggregateType string `json:"aggregateType"`
+	AggregateID   string `json:"aggregateId"`
+	DeadLetterID  string `json:"deadLetterId"`
+	EventType     string `json:"eventType"`
+	Waiting       int64  `json:"waiting"`
+}
+
+type failingEventTypeJSON struct {
+	EventType  string `json:"eventType"`
+	Failed     int64  `json:"failed"`
+	DeadLetter int64  `json:"deadLetter"`
+}
+
+func statsJSON(s ops.Stats) statsOutput {
+	out := statsOutput{
+		At: s.At, Counts: map[string]int64{}, SentEstimated: s.SentEstimated,
+		OldestUnsentAgeSeconds: s.OldestUnsentAge.Seconds(), SentLastMinute: s.SentLastMinute,
+		BlockedAggregates: s.BlockedAggregates,
+		Blocked:           []blockedAggregateJSON{}, TopFailing: []failingEventTypeJSON{},
+	}
+	for st, n := range s.Counts {
+		out.Counts[string(st)] = n
+	}
+	if !s.OldestUnsentAt.IsZero() {
+		out.OldestUnsentAt = &s.OldestUnsentAt
+	}
+	for _, b := range s.Blocked {
+		out.Blocked = append(out.Blocked, blockedAggregateJSON{b.AggregateType, b.AggregateID, b.DeadLetterID.String(), b.EventType, b.Waiting})
+	}
+	for _, f := range s.TopFailing {
+		out.TopFailing = append(out.TopFailing, failingEventTypeJSON{f.EventType, f.Failed, f.DeadLetter})
+	}
+	return out
+}
+
+func printStats(w io.Writer, s ops.Stats) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tMESSAGES")
+	for _, st := range ops.Statuses {
+		n := fmt.Sprint(s.Counts[st])
+		if st == "SENT" && s.SentEstimated {
+			n = "~" + n + " (estimate)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", st, n)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if s.OldestUnsentAt.IsZero() {
+		fmt.Fprintln(w, "Oldest unsent:      none")
+	} else {
+		fmt.Fprintf(w, "Oldest unsent:      %s old (created %s)\n", s.OldestUnsentAge.Round(time.Millisecond), s.OldestUnsentAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "Sent last minute:   %d\n", s.SentLastMinute)
+	fmt.Fprintf(w, "Blocked aggregates: %d\n", s.BlockedAggregates)
+	if len(s.Blocked) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BLOCKED AGGREGATE\tDEAD LETTER\tEVENT TYPE\tWAITING")
+		for _, b := range s.Blocked {
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\n", b.AggregateType, b.AggregateID, b.DeadLetterID, b.EventType, b.Waiting)
+		}
+		tw.Flush()
+	}
+	if len(s.TopFailing) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FAILING EVENT TYPE\tFAILED\tDEAD_LETTER")
+		for _, f := range s.TopFailing {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", f.EventType, f.Failed, f.DeadLetter)
+		}
+		tw.Flush()
+	}
+}

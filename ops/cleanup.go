@@ -1,0 +1,172 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// CleanupConfig configures [Ops.Cleanup].
+type CleanupConfig struct {
+	// OlderThan is the retention: SENT messages published more than
+	// OlderThan ago (by the database clock) are deleted. Required; at
+	// least a minute.
+	OlderThan time.Duration
+	// BatchSize is the most rows one DELETE removes; each batch is a
+	// short transaction of its own. Defaults to 5,000.
+	BatchSize int
+	// Pause is a sleep between batches, to spread the load (and the WAL)
+	// further. Defaults to 0.
+	Pause time.Duration
+	// IncludeDiscarded also deletes DISCARDED messages discarded more than
+	// OlderThan ago. Defaults to false: they stay for audit.
+	IncludeDiscarded bool
+	// Actor is recorded in the audit log. Defaults to [DefaultActor].
+	Actor string
+	// OnBatch, if set, is called after each batch with the number of rows
+	// it deleted.
+	OnBatch func(deleted int64)
+}
+
+// Defaults and bounds of CleanupConfig.
+const (
+	DefaultCleanupBatchSize = 5000
+	MinCleanupAge           = time.Minute
+)
+
+// CleanupResult is what a cleanup deleted.
+type CleanupResult struct {
+	// Cutoff is the database time before which messages were deleted.
+	Cutoff time.Time
+	// Sent and Discarded count the deleted messages by status.
+	Sent, Discarded int64
+	// Batches counts the DELETE statements that removed rows.
+	Batches int
+}
+
+func (c CleanupConfig) withDefaults() CleanupConfig {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultCleanupBatchSize
+	}
+	c.Actor = actorOr(c.Actor)
+	return c
+}
+
+func (c CleanupConfig) validate() error {
+	switch {
+	case c.OlderThan < MinCleanupAge:
+		return fmt.Errorf("%w: OlderThan %s must be at least %s", ErrInvalidConfig, c.OlderThan, MinCleanupAge)
+	case c.BatchSize < 1:
+		return fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidConfig, c.BatchSize)
+	case c.Pause < 0:
+		return fmt.Errorf("%w: Pause %s must not be negative", ErrInvalidConfig, c.Pause)
+	}
+	return nil
+}
+
+// Cleanup deletes SENT messages published more than cfg.OlderThan ago (and,
+// with cfg.IncludeDiscarded, DISCARDED ones discarded that long ago),
+// together with their attempt history, oldest first, in batches of at most
+// cfg.BatchSize rows. Each batch is one short autocommit statement that
+// locks only the rows it deletes and skips any that are locked, so the relay
+// keeps claiming and marking throughout. PENDING, IN_FLIGHT, FAILED and
+// DEAD_LETTER messages are never deleted.
+//
+// When ctx ends, Cleanup stops after the current batch and returns what it
+// deleted with ctx's error; what was deleted stays deleted. A run that
+// deleted anything is recorded in the audit log (action "cleanup").
+func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return CleanupResult{}, err
+	}
+	var res CleanupResult
+	if err := o.pool.QueryRow(ctx, o.q.cleanupCutoff, cfg.OlderThan.Milliseconds()).Scan(&res.Cutoff); err != nil {
+		return res, fmt.Errorf("ops: cleanup: %w", err)
+	}
+	runErr := o.cleanupStatus(ctx, cfg, o.q.cleanupSent, &res, &res.Sent)
+	if runErr == nil && cfg.IncludeDiscarded {
+		runErr = o.cleanupStatus(ctx, cfg, o.q.cleanupDiscarded, &res, &res.Discarded)
+	}
+	if res.Sent+res.Discarded > 0 {
+		filter, _ := json.Marshal(map[string]any{
+			"olderThan": cfg.OlderThan.String(), "cutoff": res.Cutoff,
+			"includeDiscarded": cfg.IncludeDiscarded, "sent": res.Sent, "discarded": res.Discarded,
+		})
+		auditCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := o.audit(auditCtx, cfg.Actor, ActionCleanup, "", filter, res.Sent+res.Discarded); err != nil && runErr == nil {
+			runErr = fmt.Errorf("audit: %w", err)
+		}
+	}
+	attrs := []any{slog.Time("cutoff", res.Cutoff), slog.Int64("sent_deleted", res.Sent),
+		slog.Int64("discarded_deleted", res.Discarded), slog.Int("batches", res.Batches)}
+	if runErr != nil {
+		o.log.Warn("cleanup stopped", append(attrs, slog.Any("error", runErr))...)
+		return res, fmt.Errorf("ops: cleanup: %w", runErr)
+	}
+	o.log.Info("cleanup done", attrs...)
+	return res, nil
+}
+
+// cleanupStatus runs one of the cleanup statements until a batch deletes
+// nothing, adding to *n.
+func (o *Ops) cleanupStatus(ctx context.Context, cfg CleanupConfig, sql string, res *CleanupResult, n *int64) error {
+	from := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC) // keyset: the newest time deleted so far
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var (
+			deleted int64
+			newest  *time.Time
+		)
+		if err := o.pool.QueryRow(ctx, sql, res.Cutoff, from, cfg.BatchSize).Scan(&deleted, &newest); err != nil {
+			return err
+		}
+		if deleted == 0 {
+			return nil
+		}
+		*n += deleted
+		res.Batches++
+		from = *newest
+		if cfg.OnBatch != nil {
+			cfg.OnBatch(deleted)
+		}
+		if cfg.Pause > 0 {
+			t := time.NewTimer(cfg.Pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// CleanupEvery runs [Ops.Cleanup] with cfg now and then every interval
+// until ctx ends, for a retention loop next to the relay. A failed run is
+// logged and retried at the next interval. It returns ctx's error.
+func (o *Ops) CleanupEvery(ctx context.Context, cfg CleanupConfig, interval time.Duration) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: interval %s must be positive", ErrInvalidConfig, interval)
+	}
+	if err := cfg.withDefaults().validate(); err != nil {
+		return err
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := o.Cleanup(ctx, cfg); err != nil && ctx.Err() == nil {
+			o.log.Warn("cleanup failed; retrying at the next interval", slog.Any("error", err), slog.Duration("interval", interval))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,51 @@
+// Package ops is the operators' toolkit for a PostgreSQL outbox, as a Go
+// API: statistics, the dead-letter tools, republishing of sent events, and
+// retention. The "outbox stats", "outbox dlq", "outbox replay" and
+// "outbox cleanup" commands are thin layers over it, and the metrics and
+// status pages read [Ops.Stats].
+//
+// # Setting up
+//
+// ops works on the tables that pgstore's Migrate creates:
+//
+//	o, err := ops.New(pool, ops.Config{Schema: "outbox"})
+//
+// # Statistics
+//
+// [Ops.Stats] reads, in one round trip, the messages per status, the age of
+// the oldest unsent message, the aggregates blocked by a dead letter, the
+// event types that fail most, and how many messages were sent in the last
+// minute. Every figure comes from a partial index or from the unsent rows,
+// so a scrape costs in proportion to the backlog, not to the table; the
+// SENT count is PostgreSQL's estimate unless Config.ExactSentCount.
+//
+// # Dead letters
+//
+// A dead letter blocks the later messages of its aggregate (the relay keeps
+// per-aggregate order). [Ops.DeadLetters] lists them, [Ops.DeadLetter] shows
+// one with its payload, headers and every attempt's error, and then:
+//
+//   - [Ops.Replay] puts them back to PENDING with their attempts reset; the
+//     relay publishes them and the messages behind them, in order.
+//   - [Ops.Discard] gives up on them: they become DISCARDED (kept, with the
+//     reason in the audit log) and their aggregates flow again.
+//
+// Both change either every message they are given or none, and record who,
+// when, why and which messages in the audit log ([Ops.Audit]) in the same
+// transaction.
+//
+// # Republishing sent events
+//
+// [Ops.Republish] publishes already SENT events again through a sink.Sink,
+// with their original event ids, in seq order, rate limited, and resumable
+// by name: consumers that deduplicate by event id stay correct, and a
+// consumer that lost its state can rebuild it.
+//
+// # Retention
+//
+// [Ops.Cleanup] deletes SENT messages older than a cutoff in short, bounded
+// batches that lock only the rows they delete, so the relay keeps
+// publishing; it never deletes unsent messages or dead letters, and deletes
+// discarded ones only when asked. [Ops.CleanupEvery] runs it periodically.
+// See docs/operations.md for the runbook and for autovacuum settings.
+package ops

@@ -1,0 +1,198 @@
+package ops
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// StatusDiscarded is the status of a dead letter that an operator discarded
+// with [Ops.Discard]: terminal, kept for audit, and not blocking its
+// aggregate.
+const StatusDiscarded outbox.Status = "DISCARDED"
+
+// Statuses are all the states a stored message can be in, in the order the
+// statistics list them.
+var Statuses = []outbox.Status{
+	outbox.StatusPending, outbox.StatusInFlight, outbox.StatusSent,
+	outbox.StatusFailed, outbox.StatusDeadLetter, StatusDiscarded,
+}
+
+// Errors that callers branch on; test for them with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by the error of [New], [Ops.Republish]
+	// and [Ops.Cleanup] for a config they cannot use; the message names
+	// the field.
+	ErrInvalidConfig = errors.New("ops: invalid config")
+	// ErrNotFound is wrapped when a message id is not in the outbox.
+	ErrNotFound = errors.New("ops: message not found")
+	// ErrNotDeadLetter is wrapped when [Ops.Replay] or [Ops.Discard] is
+	// given the id of a message that is not DEAD_LETTER (any more). Nothing
+	// is changed then.
+	ErrNotDeadLetter = errors.New("ops: message is not a dead letter")
+	// ErrEmptySelection is returned by [Ops.Replay] and [Ops.Discard] when
+	// they are given no ids, and by Replay for a filter that selects
+	// nothing in particular (use Filter.All to mean every dead letter).
+	ErrEmptySelection = errors.New("ops: no messages selected")
+	// ErrReasonRequired is returned by [Ops.Discard] without a reason.
+	ErrReasonRequired = errors.New("ops: a reason is required")
+	// ErrCursorMismatch is wrapped by [Ops.Republish] when a cursor of the
+	// same name exists with other parameters; choose another name, or set
+	// RepublishConfig.Restart.
+	ErrCursorMismatch = errors.New("ops: republish cursor exists with other parameters")
+)
+
+// Config configures [Ops].
+type Config struct {
+	// Schema is the PostgreSQL schema that holds the outbox tables, as
+	// for pgstore.Config.Schema. Defaults to "outbox".
+	Schema string
+	// Top is how many blocked aggregates and failing event types
+	// [Ops.Stats] lists. Defaults to 10.
+	Top int
+	// ExactSentCount makes [Ops.Stats] count the SENT messages, which
+	// costs in proportion to the SENT history, instead of reading
+	// PostgreSQL's estimate. Defaults to false.
+	ExactSentCount bool
+	// Logger receives a line per operation that changes messages.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultTop is the default of Config.Top.
+const DefaultTop = 10
+
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = pgstore.DefaultSchema
+	}
+	if c.Top == 0 {
+		c.Top = DefaultTop
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Ops runs the operators' tools on one outbox. It is safe for concurrent
+// use.
+type Ops struct {
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+	cfg   Config
+	log   *slog.Logger
+	q     queries
+}
+
+type queries struct {
+	statsCounts, statsDiscarded, statsSentEstimate, statsSentExact, statsHead, statsBlocked, statsFailing string
+
+	dlqList, dlqAttempts, dlqExtra, auditForMessage, auditInsert, replay, discard, selectByIDs string
+
+	cleanupSent, cleanupDiscarded, cleanupCutoff string
+
+	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
+}
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+// New returns the tools for the outbox in cfg.Schema on pool. It does not
+// touch the database; the tables must have been migrated (pgstore's
+// Migrate, or "outbox migrate"). A bad cfg gives an error wrapping
+// [ErrInvalidConfig] that names the field.
+func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Top < 1 {
+		return nil, fmt.Errorf("%w: Top %d must be at least 1", ErrInvalidConfig, cfg.Top)
+	}
+	st, err := pgstore.New(pool, pgstore.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	o := &Ops{pool: pool, store: st, cfg: cfg, log: cfg.Logger}
+	render := strings.NewReplacer(
+		"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
+		"{{record_columns}}", pgstore.RecordColumns,
+	)
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
+		{&o.q.statsCounts, "stats_counts.sql"},
+		{&o.q.statsDiscarded, "stats_discarded.sql"},
+		{&o.q.statsSentEstimate, "stats_sent_estimate.sql"},
+		{&o.q.statsSentExact, "stats_sent_exact.sql"},
+		{&o.q.statsHead, "stats_head.sql"},
+		{&o.q.statsBlocked, "stats_blocked.sql"},
+		{&o.q.statsFailing, "stats_failing.sql"},
+		{&o.q.dlqList, "dlq_list.sql"},
+		{&o.q.dlqAttempts, "dlq_attempts.sql"},
+		{&o.q.dlqExtra, "dlq_extra.sql"},
+		{&o.q.auditForMessage, "audit_for_message.sql"},
+		{&o.q.auditInsert, "audit_insert.sql"},
+		{&o.q.replay, "replay.sql"},
+		{&o.q.discard, "discard.sql"},
+		{&o.q.selectByIDs, "select_by_ids.sql"},
+		{&o.q.cleanupSent, "cleanup_sent.sql"},
+		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
+		{&o.q.cleanupCutoff, "cleanup_cutoff.sql"},
+		{&o.q.cursorGet, "republish_cursor_get.sql"},
+		{&o.q.cursorCreate, "republish_cursor_create.sql"},
+		{&o.q.cursorDelete, "republish_cursor_delete.sql"},
+		{&o.q.cursorAdvance, "republish_cursor_advance.sql"},
+		{&o.q.republishBatch, "republish_batch.sql"},
+	} {
+		b, err := queryFiles.ReadFile("queries/" + f.file)
+		if err != nil {
+			return nil, fmt.Errorf("ops: read embedded %s: %w", f.file, err)
+		}
+		*f.dst = render.Replace(string(b))
+	}
+	return o, nil
+}
+
+// Schema returns the schema the tools work on (after defaults).
+func (o *Ops) Schema() string { return o.store.Schema() }
+
+// DefaultActor names the person or program running an operation for the
+// audit log: $USER (or the OS account) @ the host name, such as
+// "alice@ops-box".
+func DefaultActor() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return name + "@" + host
+}
+
+// actorOr returns actor, or DefaultActor() when it is blank.
+func actorOr(actor string) string {
+	if strings.TrimSpace(actor) == "" {
+		return DefaultActor()
+	}
+	return actor
+}

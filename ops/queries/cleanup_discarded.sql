@@ -1,0 +1,27 @@
+-- Ops.Cleanup with IncludeDiscarded: like cleanup_sent.sql, for DISCARDED
+-- messages discarded before the cutoff, through the partial index
+-- outbox_messages_discarded.
+--
+-- $1 cutoff, $2 discarded at or after, $3 batch size.
+WITH doomed AS (
+    SELECT seq
+    FROM {{schema}}.outbox_messages
+    WHERE status = 'DISCARDED'
+      AND discarded_at < $1::timestamptz
+      AND discarded_at >= $2::timestamptz
+    ORDER BY discarded_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM {{schema}}.outbox_messages m
+    USING doomed
+    WHERE m.seq = doomed.seq
+      AND m.status = 'DISCARDED'
+    RETURNING m.seq, m.discarded_at
+), history AS (
+    DELETE FROM {{schema}}.outbox_attempts a
+    USING gone
+    WHERE a.seq = gone.seq
+)
+SELECT count(*), max(discarded_at)
+FROM gone

@@ -1,0 +1,14 @@
+-- Ops.DeadLetter: what outbox.Record does not carry: when the message was
+-- discarded, and how many later messages of its aggregate are unsent
+-- (through outbox_messages_unsent_by_aggregate).
+--
+-- $1 seq.
+SELECT m.discarded_at,
+       (SELECT count(*)
+        FROM {{schema}}.outbox_messages l
+        WHERE l.aggregate_type = m.aggregate_type
+          AND l.aggregate_id = m.aggregate_id
+          AND l.seq > m.seq
+          AND l.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'))
+FROM {{schema}}.outbox_messages m
+WHERE m.seq = $1

@@ -1,0 +1,9 @@
+-- Ops.Stats: the number of SENT messages as PostgreSQL's statistics know it:
+-- the row count of the partial index outbox_messages_sent, which VACUUM and
+-- ANALYZE (autovacuum) keep up to date. -1 when the index was never
+-- vacuumed or analyzed. Costs nothing, however large the table.
+--
+-- $1 the schema name (unquoted; format's %I quotes it).
+SELECT coalesce((SELECT reltuples::bigint
+                 FROM pg_class
+                 WHERE oid = to_regclass(format('%I.outbox_messages_sent', $1::text))), -1)
