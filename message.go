@@ -67,6 +67,9 @@ const (
 	// StatusDeadLetter: retries ended. The message, and every later message
 	// of its aggregate, waits until an operator replays or discards it.
 	StatusDeadLetter Status = "DEAD_LETTER"
+	// StatusDiscarded: an operator discarded a dead letter (with a reason,
+	// kept for audit). It no longer blocks its aggregate.
+	StatusDiscarded Status = "DISCARDED"
 )
 
 // Record is a stored message with its relay state, as a store returns it.

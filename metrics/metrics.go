@@ -115,7 +115,7 @@ type Snapshot struct {
 type SnapshotFunc func(ctx context.Context) (Snapshot, error)
 
 // allStatuses are exported even when zero, so alerts see 0, not absence.
-var allStatuses = []outbox.Status{outbox.StatusPending, outbox.StatusInFlight, outbox.StatusSent, outbox.StatusFailed, outbox.StatusDeadLetter}
+var allStatuses = []outbox.Status{outbox.StatusPending, outbox.StatusInFlight, outbox.StatusSent, outbox.StatusFailed, outbox.StatusDeadLetter, outbox.StatusDiscarded}
 
 // tableCollector reads a Snapshot on each scrape.
 type tableCollector struct {

@@ -16,10 +16,8 @@ import (
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// StatusDiscarded is the status of a dead letter that an operator discarded
-// with [Ops.Discard]: terminal, kept for audit, and not blocking its
-// aggregate.
-const StatusDiscarded outbox.Status = "DISCARDED"
+// StatusDiscarded is outbox.StatusDiscarded, kept here for callers of ops.
+const StatusDiscarded = outbox.StatusDiscarded
 
 // Statuses are all the states a stored message can be in, in the order the
 // statistics list them.
