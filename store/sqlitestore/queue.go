@@ -1,0 +1,276 @@
+package sqlitestore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// maxLastErrorBytes bounds the error text kept per message.
+const maxLastErrorBytes = 4000
+
+// Claim leases up to p.Limit due messages to p.Owner for p.Lease under a
+// new random token, with the guarantees of [store.Queue]: only due messages,
+// only the head of each aggregate, never a message another claim holds. It is
+// one statement in a short write transaction of its own; no transaction
+// stays open afterwards. Records are in Seq order. A Limit below 1 claims nothing;
+// a Lease shorter than a millisecond is an error, since such a lease would
+// expire at once.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
+	if p.Lease < time.Millisecond {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: Lease %v must be at least 1ms", p.Lease)
+	}
+	token, err := uuid.NewRandom()
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: new token: %w", err)
+	}
+	c := store.Claim{Token: token}
+	if p.Limit < 1 {
+		return c, nil
+	}
+	// A write transaction of its own: through a *sql.DB from Open it takes
+	// the write lock at BEGIN (and the process's write gate before that).
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: begin: %w", err)
+	}
+	defer tx.Rollback() // a no-op after Commit
+	rows, err := tx.QueryContext(ctx, s.q.claim, p.Limit, p.Owner, token.String(), p.Lease.Milliseconds())
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	recs, err := collectRecords(rows)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: commit: %w", err)
+	}
+	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	c.Records = recs
+	return c, nil
+}
+
+// MarkSent marks the messages SENT, with PublishedAt the database's now, if
+// they are still IN_FLIGHT under token, and returns how many it changed.
+func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	n, err := s.exec(ctx, s.q.markSent, jsonSeqs(seqs), token.String())
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: mark sent: %w", err)
+	}
+	return n, nil
+}
+
+// failureRow is one element of mark_failed.sql's JSON argument.
+type failureRow struct {
+	Seq     int64  `json:"seq"`
+	Error   string `json:"error"`
+	DelayMS int64  `json:"delay_ms"`
+	Count   bool   `json:"count"`
+	Dead    bool   `json:"dead"`
+}
+
+// MarkFailed records failed publishes, if the messages are still IN_FLIGHT
+// under token, and returns how many it changed. Each message becomes FAILED
+// (or DEAD_LETTER when Dead) with NextAttemptAt = now + Delay (a negative
+// Delay counts as zero), LastError = Error (valid UTF-8, cut to 4,000
+// bytes), and Attempts one higher when CountAttempt. If a Seq appears
+// twice, the last Failure for it wins.
+func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []store.Failure) (int64, error) {
+	if len(failures) == 0 {
+		return 0, nil
+	}
+	rows := make([]failureRow, 0, len(failures))
+	seen := make(map[int64]bool, len(failures))
+	for _, f := range slices.Backward(failures) {
+		if seen[f.Seq] {
+			continue
+		}
+		seen[f.Seq] = true
+		rows = append(rows, failureRow{
+			Seq:     f.Seq,
+			Error:   cleanError(f.Error),
+			DelayMS: max(f.Delay, 0).Milliseconds(),
+			Count:   f.CountAttempt,
+			Dead:    f.Dead,
+		})
+	}
+	arg, err := json.Marshal(rows)
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: mark failed: encode failures: %w", err)
+	}
+	n, err := s.exec(ctx, s.q.markFailed, token.String(), string(arg))
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: mark failed: %w", err)
+	}
+	return n, nil
+}
+
+// Release gives the messages back, due at once and without counting an
+// attempt (PENDING, or FAILED if they had failed before), if they are still
+// IN_FLIGHT under token. It returns how many it changed.
+func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	n, err := s.exec(ctx, s.q.release, jsonSeqs(seqs), token.String())
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: release: %w", err)
+	}
+	return n, nil
+}
+
+// Get returns the message with the event id, whatever its status. It
+// returns an error wrapping [ErrNotFound] when there is none.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.get, id.String())
+	if err != nil {
+		return outbox.Record{}, fmt.Errorf("sqlitestore: get %s: %w", id, err)
+	}
+	recs, err := collectRecords(rows)
+	if err != nil {
+		return outbox.Record{}, fmt.Errorf("sqlitestore: get %s: %w", id, err)
+	}
+	if len(recs) == 0 {
+		return outbox.Record{}, fmt.Errorf("sqlitestore: get %s: %w", id, ErrNotFound)
+	}
+	return recs[0], nil
+}
+
+// Counts returns the number of messages in each status. Every status is in
+// the map, with 0 when no message has it. It reads the whole table.
+func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
+	counts := map[outbox.Status]int64{
+		outbox.StatusPending:    0,
+		outbox.StatusInFlight:   0,
+		outbox.StatusSent:       0,
+		outbox.StatusFailed:     0,
+		outbox.StatusDeadLetter: 0,
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.counts)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("sqlitestore: counts: %w", err)
+		}
+		counts[outbox.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: counts: %w", err)
+	}
+	return counts, nil
+}
+
+// exec runs one autocommit statement and returns the rows it changed.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// jsonSeqs encodes seqs as a JSON array for json_each.
+func jsonSeqs(seqs []int64) string {
+	b, _ := json.Marshal(seqs) // []int64 always encodes
+	return string(b)
+}
+
+// collectRecords scans and closes rows of the columns that claim.sql
+// returns and get.sql selects, in that order.
+func collectRecords(rows *sql.Rows) ([]outbox.Record, error) {
+	defer rows.Close()
+	var recs []outbox.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+func scanRecord(rows *sql.Rows) (outbox.Record, error) {
+	var (
+		r                           outbox.Record
+		id, status, headers         string
+		createdAt, nextAttemptAt    int64
+		leaseOwner                  sql.NullString
+		leaseExpiresAt, publishedAt sql.NullInt64
+	)
+	err := rows.Scan(
+		&r.Seq, &id, &r.AggregateType, &r.AggregateID, &r.EventType, &r.EventVersion,
+		&r.Topic, &r.Payload, &r.ContentType, &headers, &r.CorrelationID, &r.CausationID,
+		&r.TraceParent, &createdAt, &status, &r.Attempts, &nextAttemptAt, &r.LastError,
+		&leaseOwner, &leaseExpiresAt, &publishedAt,
+	)
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	if r.ID, err = uuid.Parse(id); err != nil {
+		return outbox.Record{}, fmt.Errorf("message %d: id %q: %w", r.Seq, id, err)
+	}
+	if headers != "" && headers != "{}" {
+		if err := json.Unmarshal([]byte(headers), &r.Headers); err != nil {
+			return outbox.Record{}, fmt.Errorf("message %d: headers: %w", r.Seq, err)
+		}
+	}
+	if r.Payload == nil {
+		r.Payload = []byte{}
+	}
+	r.Status = outbox.Status(status)
+	r.CreatedAt = time.UnixMilli(createdAt)
+	r.NextAttemptAt = time.UnixMilli(nextAttemptAt)
+	r.LeaseOwner = leaseOwner.String
+	if leaseExpiresAt.Valid {
+		r.LeaseExpiresAt = time.UnixMilli(leaseExpiresAt.Int64)
+	}
+	if publishedAt.Valid {
+		r.PublishedAt = time.UnixMilli(publishedAt.Int64)
+	}
+	return r, nil
+}
+
+// cleanError makes an error text storable and bounded: valid UTF-8 without
+// NUL characters, at most maxLastErrorBytes bytes, cut at a character
+// boundary.
+func cleanError(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= maxLastErrorBytes {
+		return s
+	}
+	cut := maxLastErrorBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,159 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// DefaultTablePrefix is the default of Config.TablePrefix.
+const DefaultTablePrefix = "outbox_"
+
+// PollInterval is the relay.Config.PollInterval to use with this store.
+// SQLite has no LISTEN/NOTIFY, so a relay learns of new messages only by
+// polling; a claim that finds nothing holds the write lock for microseconds,
+// so it can afford to look ten times a second.
+const PollInterval = 100 * time.Millisecond
+
+// ErrInvalidConfig is wrapped by the error [New] returns for a Config it
+// cannot use; the message names the bad field.
+var ErrInvalidConfig = errors.New("sqlitestore: invalid config")
+
+// ErrNotFound is returned (wrapped) by [Store.Get] when no message has the
+// id. Test for it with errors.Is.
+var ErrNotFound = errors.New("sqlitestore: message not found")
+
+// prefixRe is the rule for Config.TablePrefix. Lower-case letters, digits
+// and underscores only, so that it can stand inside a quoted identifier.
+var prefixRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
+
+// Config configures a [Store].
+type Config struct {
+	// TablePrefix starts the names of the store's tables and indexes:
+	// <prefix>messages, <prefix>migrations. It must match
+	// ^[a-z_][a-z0-9_]{0,39}$ and not start with "sqlite_". Defaults to
+	// "outbox_".
+	TablePrefix string
+	// Limits bound what Enqueue accepts. Defaults to the zero
+	// [outbox.Limits], which means outbox's defaults.
+	Limits outbox.Limits
+	// Logger receives what [Store.Migrate] applied and what [Store.Cleanup]
+	// deleted. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.TablePrefix == "" {
+		c.TablePrefix = DefaultTablePrefix
+	}
+	c.Limits = c.Limits.WithDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks c after defaults and names the first bad field.
+func (c Config) validate() error {
+	if !prefixRe.MatchString(c.TablePrefix) {
+		return fmt.Errorf("%w: TablePrefix %q must match %s", ErrInvalidConfig, c.TablePrefix, prefixRe)
+	}
+	if strings.HasPrefix(c.TablePrefix, "sqlite_") {
+		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
+	}
+	if c.Limits.MaxPayloadBytes < 0 {
+		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// Store is the SQLite outbox store. It is safe for concurrent use.
+type Store struct {
+	db  *sql.DB
+	cfg Config
+	q   queries
+	// migrations are the embedded migrations with their SQL rendered.
+	migrations []Migration
+}
+
+// Compile-time proof that Store is a store backend.
+var _ store.Queue = (*Store)(nil)
+
+// queries are the rendered SQL texts, with the table prefix filled in.
+type queries struct {
+	enqueue, claim, markSent, markFailed, release, get, counts, cleanup string
+
+	migrateSetup, migrateApplied, migrateRecord string
+}
+
+//go:embed queries/*.sql
+var queryFiles embed.FS
+
+// New returns a store on db using the tables named by cfg.TablePrefix. db
+// should come from [Open]; see there for why. New does not touch the
+// database; call [Store.Migrate] to create or update the tables. A bad cfg
+// gives an error that wraps [ErrInvalidConfig] and names the field.
+func New(db *sql.DB, cfg Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlitestore: New: nil db")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, cfg: cfg}
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
+		{&s.q.enqueue, "enqueue.sql"},
+		{&s.q.claim, "claim.sql"},
+		{&s.q.markSent, "mark_sent.sql"},
+		{&s.q.markFailed, "mark_failed.sql"},
+		{&s.q.release, "release.sql"},
+		{&s.q.get, "get.sql"},
+		{&s.q.counts, "counts.sql"},
+		{&s.q.cleanup, "cleanup.sql"},
+		{&s.q.migrateSetup, "migrate_setup.sql"},
+		{&s.q.migrateApplied, "migrate_applied.sql"},
+		{&s.q.migrateRecord, "migrate_record.sql"},
+	} {
+		b, err := queryFiles.ReadFile("queries/" + f.file)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: read embedded %s: %w", f.file, err)
+		}
+		*f.dst = s.render(string(b))
+	}
+	s.migrations = Migrations()
+	for i := range s.migrations {
+		s.migrations[i].SQL = s.render(s.migrations[i].SQL)
+	}
+	return s, nil
+}
+
+// TablePrefix returns the prefix of the store's tables (after defaults).
+func (s *Store) TablePrefix() string { return s.cfg.TablePrefix }
+
+// nowMS is the database clock in unix milliseconds. 'now' is fixed for the
+// duration of one statement, so every use in a statement sees one instant.
+const nowMS = "CAST(ROUND(unixepoch('now', 'subsec') * 1000) AS INTEGER)"
+
+// render fills the placeholders of an embedded SQL text: {{prefix}}, the
+// validated table prefix, which the texts use only inside double-quoted
+// identifiers ("{{prefix}}messages"), and {{now_ms}}, the constant
+// expression nowMS.
+func (s *Store) render(sql string) string {
+	return strings.NewReplacer(
+		"{{prefix}}", s.cfg.TablePrefix,
+		"{{now_ms}}", nowMS,
+	).Replace(sql)
+}

@@ -1,0 +1,205 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+)
+
+var claimSpecs = []spec{
+	{"Claim_LeasesOnlyTheHeadOfEachAggregate", testClaimLeasesOnlyTheHeadOfEachAggregate},
+	{"Claim_RespectsLimitInSeqOrder", testClaimRespectsLimitInSeqOrder},
+	{"Claim_SentMessagesAreNeverClaimed", testClaimSentMessagesAreNeverClaimed},
+	{"Claim_FailedNotYetDueBlocksItsAggregateOnly", testClaimFailedNotYetDueBlocksItsAggregateOnly},
+	{"Claim_FailedAndDueIsClaimedAgain", testClaimFailedAndDueIsClaimedAgain},
+	{"Claim_DeadLetterBlocksItsAggregateOnly", testClaimDeadLetterBlocksItsAggregateOnly},
+	{"Claim_RejectsLeaseBelowOneMillisecond", testClaimRejectsLeaseBelowOneMillisecond},
+	{"Claim_ConcurrentClaimsNeverShareAMessage", testClaimConcurrentClaimsNeverShareAMessage},
+}
+
+func testClaimLeasesOnlyTheHeadOfEachAggregate(t *testing.T, s *suite) {
+	seq := s.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"), msg("Order", "a"),
+		msg("Invoice", "a"), msg("Order", "b"))
+	// Order/a: 0 1 3; Order/b: 2 5; Invoice/a: 4 (same id, other type).
+	before := time.Now()
+	c := s.claim(t, 10, time.Minute)
+	assertSeqs(t, "first claim", c.Records, seq[0], seq[2], seq[4])
+	if c.Token == uuid.Nil {
+		t.Error("claim token is nil")
+	}
+	for _, r := range c.Records {
+		if r.Status != outbox.StatusInFlight || r.LeaseOwner != "relay-A" || len(r.Payload) == 0 {
+			t.Errorf("claimed record %d: status %s, owner %q, payload %q; want IN_FLIGHT, relay-A, the payload",
+				r.Seq, r.Status, r.LeaseOwner, r.Payload)
+		}
+		assertNear(t, "LeaseExpiresAt", r.LeaseExpiresAt, before.Add(time.Minute))
+		if stored := s.get(t, r.ID); stored.Status != outbox.StatusInFlight || !stored.LeaseExpiresAt.Equal(r.LeaseExpiresAt) {
+			t.Errorf("stored record %d: status %s, lease until %v; want IN_FLIGHT as claimed", r.Seq, stored.Status, stored.LeaseExpiresAt)
+		}
+	}
+
+	// The heads are IN_FLIGHT and still block their aggregates.
+	assertSeqs(t, "claim while the heads are in flight", s.claim(t, 10, time.Minute).Records)
+
+	s.markSent(t, c.Token, []int64{seq[0], seq[2]}, 2)
+	c2 := s.claim(t, 10, time.Minute)
+	assertSeqs(t, "claim after two heads were sent", c2.Records, seq[1], seq[5])
+	if c2.Token == c.Token {
+		t.Error("two claims got the same token")
+	}
+}
+
+func testClaimRespectsLimitInSeqOrder(t *testing.T, s *suite) {
+	var msgs []outbox.Message
+	for i := range 5 {
+		msgs = append(msgs, msg("Order", fmt.Sprint(i)))
+	}
+	seq := s.enqueue(t, msgs...)
+	assertSeqs(t, "limit 2", s.claim(t, 2, time.Minute).Records, seq[0], seq[1])
+	assertSeqs(t, "limit 0", s.claim(t, 0, time.Minute).Records)
+	assertSeqs(t, "limit -1", s.claim(t, -1, time.Minute).Records)
+	assertSeqs(t, "limit 10", s.claim(t, 10, time.Minute).Records, seq[2], seq[3], seq[4])
+}
+
+func testClaimSentMessagesAreNeverClaimed(t *testing.T, s *suite) {
+	m := msg("Order", "a")
+	seq := s.enqueue(t, m)
+	before := time.Now()
+	c := s.claim(t, 10, shortLease)
+	s.markSent(t, c.Token, seq, 1)
+	got := s.get(t, m.ID)
+	if got.Status != outbox.StatusSent || got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() || got.LastError != "" {
+		t.Errorf("after MarkSent: %+v; want SENT without a lease", got)
+	}
+	assertNear(t, "PublishedAt", got.PublishedAt, before)
+	// Not even after the claim's lease would have expired.
+	time.Sleep(2 * shortLease)
+	assertSeqs(t, "claim after MarkSent", s.claim(t, 10, time.Minute).Records)
+}
+
+func testClaimFailedNotYetDueBlocksItsAggregateOnly(t *testing.T, s *suite) {
+	seq := s.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	c := s.claim(t, 1, time.Minute)
+	assertSeqs(t, "first claim", c.Records, seq[0])
+	s.markFailed(t, c.Token, 1, store.Failure{Seq: seq[0], Error: "boom", Delay: time.Hour, CountAttempt: true})
+	assertSeqs(t, "claim while a's head waits for its retry", s.claim(t, 10, time.Minute).Records, seq[2])
+}
+
+func testClaimFailedAndDueIsClaimedAgain(t *testing.T, s *suite) {
+	seq := s.enqueue(t, msg("Order", "a"), msg("Order", "a"))
+	c := s.claim(t, 10, time.Minute)
+	s.markFailed(t, c.Token, 1, store.Failure{Seq: seq[0], Error: "boom", CountAttempt: true})
+	c2 := s.claim(t, 10, time.Minute)
+	assertSeqs(t, "claim after a failure due at once", c2.Records, seq[0])
+	if len(c2.Records) == 1 {
+		if r := c2.Records[0]; r.Attempts != 1 || r.LastError != "boom" || r.Status != outbox.StatusInFlight {
+			t.Errorf("reclaimed record: status %s, attempts %d, last error %q; want IN_FLIGHT, 1, boom", r.Status, r.Attempts, r.LastError)
+		}
+	}
+}
+
+func testClaimDeadLetterBlocksItsAggregateOnly(t *testing.T, s *suite) {
+	seq := s.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	c := s.claim(t, 1, time.Minute)
+	s.markFailed(t, c.Token, 1, store.Failure{Seq: seq[0], Error: "poison", Dead: true})
+	c = s.claim(t, 10, time.Minute)
+	assertSeqs(t, "claim with a's head dead", c.Records, seq[2])
+	s.markSent(t, c.Token, []int64{seq[2]}, 1)
+	assertSeqs(t, "claim with only the dead letter's aggregate left", s.claim(t, 10, time.Minute).Records)
+}
+
+func testClaimRejectsLeaseBelowOneMillisecond(t *testing.T, s *suite) {
+	seq := s.enqueue(t, msg("Order", "1"))
+	for _, lease := range []time.Duration{0, -time.Second, time.Millisecond - 1} {
+		if _, err := s.h.Queue.Claim(s.ctx, store.ClaimParams{Owner: "r", Limit: 1, Lease: lease}); err == nil {
+			t.Errorf("Claim with lease %v succeeded", lease)
+		}
+	}
+	assertSeqs(t, "claim after the rejected ones", s.claim(t, 10, time.Minute).Records, seq[0])
+}
+
+func testClaimConcurrentClaimsNeverShareAMessage(t *testing.T, s *suite) {
+	if !s.h.Concurrent {
+		t.Skip("the store does not claim concurrently (Harness.Concurrent is false)")
+	}
+	const total, aggregates, workers = 800, 40, 4
+	msgs := make([]outbox.Message, total)
+	for i := range msgs {
+		msgs[i] = msg("Order", fmt.Sprint(i%aggregates))
+	}
+	if err := s.h.Enqueue(s.ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 40*time.Second)
+	defer cancel()
+
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]int{}      // seq -> times claimed
+		order   = map[string][]int64{} // aggregate -> seqs in claim order
+		twice   []string               // aggregates returned twice by one claim
+		done    atomic.Int64           // messages marked sent
+		wg      sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for done.Load() < total && ctx.Err() == nil {
+				c, err := s.h.Queue.Claim(ctx, store.ClaimParams{Owner: fmt.Sprint("w", w), Limit: 7, Lease: time.Minute})
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if len(c.Records) == 0 {
+					time.Sleep(time.Millisecond) // the others hold the heads
+					continue
+				}
+				mu.Lock()
+				seen := map[string]bool{}
+				for _, r := range c.Records {
+					claimed[r.Seq]++
+					if seen[r.AggregateID] {
+						twice = append(twice, r.AggregateID)
+					}
+					seen[r.AggregateID] = true
+					order[r.AggregateID] = append(order[r.AggregateID], r.Seq)
+				}
+				mu.Unlock()
+				n, err := s.h.Queue.MarkSent(ctx, c.Token, seqsOf(c.Records))
+				if err != nil || n != int64(len(c.Records)) {
+					t.Errorf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
+					return
+				}
+				done.Add(n)
+			}
+		})
+	}
+	wg.Wait()
+	if len(twice) > 0 {
+		t.Errorf("claims returned two messages of one aggregate: %v", twice)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("timed out with %d of %d sent", done.Load(), total)
+	}
+	if len(claimed) != total {
+		t.Errorf("%d distinct messages claimed, want %d", len(claimed), total)
+	}
+	for seq, n := range claimed {
+		if n != 1 {
+			t.Errorf("seq %d claimed %d times", seq, n)
+		}
+	}
+	for agg, seqs := range order {
+		if !slices.IsSorted(seqs) {
+			t.Errorf("aggregate %s claimed out of order: %v", agg, seqs)
+		}
+	}
+}
