@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
 // ErrAlreadyRunning is returned by [Runner.Run] when the runner runs
@@ -71,7 +73,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ClientID(r.cfg.ClientID),
-		kgo.WithLogger(kgoLogger{r.cfg.Logger}),
+		kgo.WithLogger(kafka.Logger(r.cfg.Logger)),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

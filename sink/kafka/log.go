@@ -7,6 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Logger returns a franz-go logger (kgo.WithLogger) that passes franz-go's
+// warnings and errors to l, each message prefixed "kafka: ". The relay's
+// sink and the consumer runner log through it.
+func Logger(l *slog.Logger) kgo.Logger { return slogLogger{l} }
+
 // slogLogger passes franz-go's warnings and errors to a *slog.Logger.
 type slogLogger struct{ l *slog.Logger }
 
