@@ -191,6 +191,7 @@ func TestOrderSystem_ThousandOrdersKilledRelayEveryEventTwice_ExactlyOneInvoiceA
 		orders  = 1000
 		workers = 16
 	)
+	began := time.Now()
 	s := newOrderSystem(t)
 	s.startConsumers()
 	ordersProc := s.startOrders()
@@ -336,11 +337,12 @@ func TestOrderSystem_ThousandOrdersKilledRelayEveryEventTwice_ExactlyOneInvoiceA
 		return settled() && bd >= orderEvents && id >= orderEvents
 	})
 	check("after every event came twice")
-	for _, p := range []*proc{s.billingProc, s.inventoryProc} {
+	for name, p := range map[string]*proc{"billing": s.billingProc, "inventory": s.inventoryProc} {
 		processed, duplicates, parked := handled(p)
 		if processed != orderEvents || parked != 0 {
-			t.Errorf("a consumer processed %d events (%d duplicates), parked %d; want %d processed, none parked", processed, duplicates, parked, orderEvents)
+			t.Errorf("%s processed %d events (%d duplicates), parked %d; want %d processed, none parked", name, processed, duplicates, parked, orderEvents)
 		}
+		t.Logf("%s: %d deliveries, %d processed, %d duplicates absorbed, %d parked", name, processed+duplicates, processed, duplicates, parked)
 	}
 
 	// Each order's events are on the topic in the order of their versions.
@@ -363,6 +365,7 @@ func TestOrderSystem_ThousandOrdersKilledRelayEveryEventTwice_ExactlyOneInvoiceA
 		t.Errorf("%d distinct events on the orders topic; want %d", len(seen), orderEvents)
 	}
 
+	t.Logf("%d orders, %d events each delivered twice, checked after %s", orders, orderEvents, time.Since(began).Round(time.Second))
 	for _, p := range []*proc{ordersProc, relay2, s.billingProc, s.inventoryProc} {
 		if code := p.stop(30 * time.Second); code != 0 {
 			t.Errorf("exit code %d after SIGTERM; want 0", code)
