@@ -103,6 +103,7 @@ func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) rel
 func newRelayCommand(a *app) *cobra.Command {
 	var rf relayFlags
 	var kf kafkaFlags
+	var cf cdcFlags
 	cmd := &cobra.Command{
 		Use:     "relay",
 		GroupID: "run",
@@ -123,7 +124,12 @@ The relay runs until SIGINT or SIGTERM. It then stops claiming, waits up to
 with status 0.
 
 Run 'outbox migrate' first. Events without a topic go to the --topic-route of
-their aggregate type, or else to --default-topic.`,
+their aggregate type, or else to --default-topic.
+
+With --mode cdc the relay reads the outbox inserts from the WAL by logical
+replication instead of polling (PostgreSQL needs wal_level=logical): same
+events, same Kafka records, lower latency. One relay per --slot streams, the
+others wait as standbys. See docs/cdc.md.`,
 		Example: `  # Against a local 'outbox broker':
   outbox relay --database-url postgres://app@localhost:5432/app --kafka-auto-create-topics
 
@@ -132,14 +138,18 @@ their aggregate type, or else to --default-topic.`,
   export OUTBOX_KAFKA_BROKERS=kafka-1:9093,kafka-2:9093
   export OUTBOX_KAFKA_TLS=true OUTBOX_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
   export OUTBOX_KAFKA_SASL_USERNAME=relay OUTBOX_KAFKA_SASL_PASSWORD=...
-  outbox relay --topic-route Order=orders --topic-route Payment=payments`,
+  outbox relay --topic-route Order=orders --topic-route Payment=payments
+
+  # Change data capture instead of polling:
+  outbox relay --mode cdc --topic-route Order=orders`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runRelay(cmd, &rf, &kf)
+			return a.runRelayMode(cmd, &rf, &kf, &cf)
 		},
 	}
 	addRelayFlags(cmd.Flags(), &rf)
 	addKafkaFlags(cmd.Flags(), &kf)
+	addCDCFlags(cmd.Flags(), &cf)
 	return cmd
 }
 

@@ -1,0 +1,258 @@
+package cdc
+
+import (
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// Cleanup says what the relay does with a row once the broker acknowledged
+// its message.
+type Cleanup int
+
+const (
+	// CleanupMarkSent marks the row SENT with published_at, like the polling
+	// relay. The table keeps a record of what was published, and switching
+	// back to polling re-sends nothing that CDC had marked.
+	CleanupMarkSent Cleanup = iota
+	// CleanupDelete deletes the row ("write and forget"): the table holds
+	// only what is not yet published, while the WAL carries the event. No
+	// retention job is needed; there is no record of sent messages.
+	CleanupDelete
+)
+
+func (c Cleanup) String() string {
+	switch c {
+	case CleanupMarkSent:
+		return "mark-sent"
+	case CleanupDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("Cleanup(%d)", int(c))
+}
+
+// Defaults of [Config].
+const (
+	DefaultBatchSize             = 500
+	DefaultPublishTimeout        = 15 * time.Second
+	DefaultStatusInterval        = time.Second
+	DefaultHeartbeatInterval     = 10 * time.Second
+	DefaultStandbyInterval       = 2 * time.Second
+	DefaultTablePathInterval     = time.Second
+	DefaultLagLogInterval        = time.Minute
+	DefaultLease                 = 30 * time.Second
+	DefaultMaxAttempts           = 10
+	DefaultRetryBase             = time.Second
+	DefaultRetryMax              = 300 * time.Second
+	DefaultUnavailableBackoffMax = 30 * time.Second
+	DefaultShutdownTimeout       = 10 * time.Second
+)
+
+// maxIdent is PostgreSQL's identifier length limit in bytes.
+const maxIdent = 63
+
+// nameRe is the rule for slot and publication names: PostgreSQL allows
+// only lower-case letters, digits and underscores in slot names, and the
+// same rule keeps publication names unambiguous.
+var nameRe = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// schemaRe is pgstore's rule for schema names.
+var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Config configures a [Relay]. Zero fields take the documented defaults;
+// only Pool and Sink are required.
+type Config struct {
+	// Pool is the connection pool for ordinary statements: the checks and
+	// marks of each batch, the table path, setup and heartbeats. Required.
+	Pool *pgxpool.Pool
+	// Sink publishes the messages. Required. Use a *kafka.Sink for the
+	// same record contract (key, headers, topic routing) as the polling
+	// relay.
+	Sink sink.Sink
+	// ConnString is the connection string of the replication connection;
+	// the relay adds replication=database to it. The role needs the
+	// REPLICATION attribute (or superuser). Defaults to the connection
+	// string Pool was created with.
+	ConnString string
+	// Schema is the schema of the outbox table, as in pgstore.Config.
+	// Defaults to "outbox".
+	Schema string
+	// Slot is the name of the logical replication slot, created if absent.
+	// Lower-case letters, digits and '_', at most 63 bytes. Defaults to
+	// "outbox_" + Schema (shortened with a hash if too long).
+	Slot string
+	// Publication is the name of the publication on the outbox table
+	// (publish = 'insert'), created if absent. Same rule as Slot. Defaults
+	// to Slot.
+	Publication string
+	// RecreateSlot allows the relay to create a new slot when the slot it
+	// recorded earlier is gone or invalidated. Without it, the relay refuses
+	// to start with an error wrapping [ErrSlotLost]. The new slot starts
+	// with every unsent message of the table handed to the table path, so
+	// nothing still in the table is lost. It applies to the first time this
+	// Relay becomes the active one. Defaults to false.
+	RecreateSlot bool
+	// Cleanup is what happens to a row after its ack. Defaults to
+	// [CleanupMarkSent].
+	Cleanup Cleanup
+
+	// ID names this relay instance in logs and in the leases of the table
+	// path. Defaults to "<hostname>-<pid>-<random>".
+	ID string
+	// BatchSize is the most messages read from the stream, checked,
+	// published and marked together. Defaults to 500.
+	BatchSize int
+	// PublishTimeout bounds the wait for the broker's acks of one publish
+	// call; a timeout counts as "broker unavailable". Defaults to 15s.
+	PublishTimeout time.Duration
+	// StatusInterval is how often the relay reports its confirmed position
+	// to the server (standby status update). Defaults to 1s.
+	StatusInterval time.Duration
+	// HeartbeatInterval is how long the stream may be silent before the
+	// relay writes a heartbeat into the WAL (pg_logical_emit_message), so
+	// that the slot's confirmed position moves on while the outbox is idle.
+	// Defaults to 10s.
+	HeartbeatInterval time.Duration
+	// StandbyInterval is how often a standby relay tries to become the
+	// active one, and how long the relay waits before reconnecting after a
+	// lost connection. Defaults to 2s.
+	StandbyInterval time.Duration
+	// TablePathInterval is how often the table path looks for due messages
+	// of deferred aggregates. Defaults to 1s.
+	TablePathInterval time.Duration
+	// LagLogInterval is how often the active relay logs the slot's lag.
+	// Defaults to 1m.
+	LagLogInterval time.Duration
+
+	// Lease, MaxAttempts, RetryBase, RetryMax and UnavailableBackoffMax
+	// have the meaning of relay.Config: the table path uses all of them,
+	// the stream uses RetryBase/RetryMax for the first retry it schedules
+	// and UnavailableBackoffMax for its pause while the broker is
+	// unreachable. They default to 30s, 10, 1s, 300s and 30s.
+	Lease                 time.Duration
+	MaxAttempts           int
+	RetryBase, RetryMax   time.Duration
+	UnavailableBackoffMax time.Duration
+	// ShutdownTimeout bounds how long Stop waits for outstanding acks.
+	// Defaults to 10s.
+	ShutdownTimeout time.Duration
+
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hooks observe the relay. Optional.
+	Hooks Hooks
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.ConnString == "" && c.Pool != nil {
+		c.ConnString = c.Pool.Config().ConnString()
+	}
+	if c.Schema == "" {
+		c.Schema = pgstore.DefaultSchema
+	}
+	if c.Slot == "" {
+		c.Slot = DefaultSlot(c.Schema)
+	}
+	if c.Publication == "" {
+		c.Publication = c.Slot
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.PublishTimeout, DefaultPublishTimeout)
+	setDefault(&c.StatusInterval, DefaultStatusInterval)
+	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDefault(&c.StandbyInterval, DefaultStandbyInterval)
+	setDefault(&c.TablePathInterval, DefaultTablePathInterval)
+	setDefault(&c.LagLogInterval, DefaultLagLogInterval)
+	setDefault(&c.Lease, DefaultLease)
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.RetryBase, DefaultRetryBase)
+	setDefault(&c.RetryMax, DefaultRetryMax)
+	setDefault(&c.UnavailableBackoffMax, DefaultUnavailableBackoffMax)
+	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// DefaultSlot is the default slot (and publication) name for an outbox in
+// schema: "outbox_" + schema, or, when that is longer than 63 bytes, its
+// first 46 bytes and a hash of the whole.
+func DefaultSlot(schema string) string {
+	name := "outbox_" + strings.ToLower(schema)
+	if len(name) <= maxIdent {
+		return name
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
+}
+
+func (c Config) validate() error {
+	bad := func(field, rule string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(rule, args...))
+	}
+	switch {
+	case c.Pool == nil:
+		return bad("Pool", "is required")
+	case c.Sink == nil:
+		return bad("Sink", "is required")
+	case c.ConnString == "":
+		return bad("ConnString", "is required when Pool has none")
+	case !schemaRe.MatchString(c.Schema) || strings.HasPrefix(c.Schema, "pg_"):
+		return bad("Schema", "%q must match %s and not start with pg_", c.Schema, schemaRe)
+	case !nameRe.MatchString(c.Slot):
+		return bad("Slot", "%q must match %s", c.Slot, nameRe)
+	case !nameRe.MatchString(c.Publication):
+		return bad("Publication", "%q must match %s", c.Publication, nameRe)
+	case c.Cleanup != CleanupMarkSent && c.Cleanup != CleanupDelete:
+		return bad("Cleanup", "must be CleanupMarkSent or CleanupDelete, not %d", int(c.Cleanup))
+	case c.BatchSize < 1:
+		return bad("BatchSize", "must be at least 1, not %d", c.BatchSize)
+	case c.PublishTimeout <= 0:
+		return bad("PublishTimeout", "must be positive")
+	case c.StatusInterval < time.Millisecond:
+		return bad("StatusInterval", "must be at least 1ms")
+	case c.HeartbeatInterval < time.Millisecond:
+		return bad("HeartbeatInterval", "must be at least 1ms")
+	case c.StandbyInterval < time.Millisecond:
+		return bad("StandbyInterval", "must be at least 1ms")
+	case c.TablePathInterval < time.Millisecond:
+		return bad("TablePathInterval", "must be at least 1ms")
+	case c.LagLogInterval < time.Millisecond:
+		return bad("LagLogInterval", "must be at least 1ms")
+	case c.Lease < time.Second:
+		return bad("Lease", "must be at least 1s")
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "must be at least 1")
+	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
+		return bad("RetryBase/RetryMax", "must be positive with RetryMax >= RetryBase")
+	case c.UnavailableBackoffMax <= 0:
+		return bad("UnavailableBackoffMax", "must be positive")
+	case c.ShutdownTimeout < 0:
+		return bad("ShutdownTimeout", "must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package cdc_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/sink/kafka"
+)
+
+// New refuses a bad Config with an error that wraps ErrInvalidConfig and
+// names the field.
+func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t, "public")
+	snk, err := kafka.New(kafka.Config{Brokers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snk.Close()
+	for _, tc := range []struct {
+		field string
+		cfg   cdc.Config
+	}{
+		{"Pool", cdc.Config{Sink: snk}},
+		{"Sink", cdc.Config{Pool: pool}},
+		{"Slot", cdc.Config{Pool: pool, Sink: snk, Slot: "Outbox-Slot"}},
+		{"Publication", cdc.Config{Pool: pool, Sink: snk, Publication: "x;drop"}},
+		{"Schema", cdc.Config{Pool: pool, Sink: snk, Schema: "Bad Schema"}},
+		{"BatchSize", cdc.Config{Pool: pool, Sink: snk, BatchSize: -1}},
+		{"Cleanup", cdc.Config{Pool: pool, Sink: snk, Cleanup: 7}},
+		{"RetryBase/RetryMax", cdc.Config{Pool: pool, Sink: snk, RetryBase: 10, RetryMax: 5}},
+	} {
+		_, err := cdc.New(tc.cfg)
+		if !errors.Is(err, cdc.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: New gave %v; want ErrInvalidConfig naming %s", tc.field, err, tc.field)
+		}
+	}
+}
+
+// The default slot and publication are named after the schema, within
+// PostgreSQL's 63-byte limit and distinct for long schema names.
+func TestDefaultSlot_NamedAfterSchemaWithinLimit(t *testing.T) {
+	t.Parallel()
+	if got := cdc.DefaultSlot("outbox"); got != "outbox_outbox" {
+		t.Fatalf("DefaultSlot(outbox) = %q", got)
+	}
+	a := cdc.DefaultSlot(strings.Repeat("a", 60) + "1")
+	b := cdc.DefaultSlot(strings.Repeat("a", 60) + "2")
+	if len(a) > 63 || len(b) > 63 || a == b {
+		t.Fatalf("long names %q, %q: want distinct and at most 63 bytes", a, b)
+	}
+}

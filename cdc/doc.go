@@ -1,0 +1,77 @@
+// Package cdc is the outbox relay in change-data-capture mode: instead of
+// polling the outbox table, it reads the outbox inserts from PostgreSQL's
+// write-ahead log through logical replication (the built-in pgoutput
+// plugin), and publishes them with the same sink, hence the same Kafka
+// record contract, as the polling relay. The outbox table and the
+// application's Enqueue calls stay as they are; only the relay changes.
+// docs/cdc.md is the operator's guide.
+//
+// # Setting up
+//
+// PostgreSQL needs wal_level = logical, and the relay's role the
+// REPLICATION attribute. Run the store's migrations, then:
+//
+//	r, err := cdc.New(cdc.Config{Pool: pool, Sink: kafkaSink, Schema: "outbox"})
+//	...
+//	err = r.Run(ctx) // until ctx is done, or a fatal error such as ErrSlotLost
+//
+// At start the relay creates, if absent, its two small tables in the
+// outbox schema (outbox_cdc_slots, outbox_cdc_deferred), a publication on
+// the outbox table that publishes inserts only, and a named logical
+// replication slot.
+//
+// # How a message travels
+//
+// The relay receives each committed transaction's inserts in commit order
+// and handles them in batches of up to Config.BatchSize:
+//
+//  1. Check (one statement per batch): a message is published from the
+//     stream only if its row is still PENDING, its aggregate is not deferred
+//     to the table path (below), and no earlier message of its aggregate is
+//     FAILED, IN_FLIGHT or DEAD_LETTER. A row that is SENT or gone was
+//     handled already and is skipped; any other message, and its aggregate,
+//     goes to the table path.
+//  2. Publish, in waves: wave k holds the k-th message of each aggregate
+//     in the batch, so a message goes out only after the earlier messages
+//     of its aggregate were acknowledged.
+//  3. Record, in one transaction: SENT marks (or deletes, with
+//     CleanupDelete), failures, deferred aggregates.
+//  4. Confirm: the batch's end position is reported to the server, which
+//     may then discard the WAL before it. On a crash or reconnect the
+//     stream restarts from the last confirmed position: messages are sent
+//     again, never lost (the check skips the ones already marked).
+//
+// # The table path
+//
+// A message the stream cannot publish in order (its publish failed, or an
+// earlier message of its aggregate is dead-lettered or held by another
+// relay, or it was unsent when the slot was created) is left in the table,
+// and its aggregate is recorded in outbox_cdc_deferred. The table path, the
+// polling relay's claim-publish-mark loop restricted to deferred
+// aggregates, sends those messages with the polling relay's retries,
+// backoff and dead letters, in order per aggregate. When an aggregate has
+// nothing unsent left, it is released and its next messages come from the
+// stream again.
+//
+// # Failures
+//
+//   - Retriable publish error: the attempt is counted, the row becomes
+//     FAILED with the next attempt scheduled, and the table path retries it
+//     (as in polling mode), up to MaxAttempts.
+//   - Permanent error: DEAD_LETTER at once; later messages of the
+//     aggregate wait in the table until the dead letter is replayed or
+//     discarded.
+//   - Broker unreachable: nothing is counted; the whole stream waits and
+//     retries with a growing pause, while the slot keeps its position.
+//
+// # Slot safety
+//
+// One relay streams from a slot at a time: it holds a session-level
+// advisory lock keyed by the slot name on its replication connection; the
+// others wait as standbys and take over when that connection ends. Status
+// updates go out every StatusInterval; an idle stream writes a heartbeat
+// into the WAL every HeartbeatInterval so the slot's position follows the
+// server's. [Relay.Lag] reports the slot's lag in bytes and age. A slot
+// that was recorded in outbox_cdc_slots but is gone or invalidated stops
+// the relay with [ErrSlotLost] instead of being silently recreated.
+package cdc

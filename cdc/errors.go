@@ -1,0 +1,23 @@
+package cdc
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is wrapped by the error [New] returns for a bad
+	// Config; the message names the field.
+	ErrInvalidConfig = errors.New("cdc: invalid config")
+	// ErrAlreadyStarted is returned by Start when the relay runs already.
+	ErrAlreadyStarted = errors.New("cdc: already started")
+	// ErrSlotLost is wrapped by the error that stops the relay when the
+	// replication slot it recorded is gone or was invalidated by
+	// PostgreSQL (max_slot_wal_keep_size): the WAL since the slot's last
+	// confirmed position cannot be read any more. The relay never creates a
+	// replacement on its own; the error says how to recover (see
+	// Config.RecreateSlot and docs/cdc.md).
+	ErrSlotLost = errors.New("cdc: replication slot lost")
+	// ErrNotReady is wrapped by the error that stops the relay when the
+	// database cannot serve CDC: wal_level is not logical, the outbox table
+	// does not exist (run the migrations), or the publication exists but
+	// does not publish the outbox table's inserts.
+	ErrNotReady = errors.New("cdc: database not ready for CDC")
+)

@@ -1,0 +1,407 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// Relay publishes the outbox from the WAL. Create it with [New].
+type Relay struct {
+	cfg   Config
+	log   *slog.Logger
+	q     queries
+	store *pgstore.Store
+	table *relay.Relay // the table path
+	// outboxTable is the quoted, schema-qualified outbox table.
+	outboxTable string
+
+	recreate    atomic.Bool  // Config.RecreateSlot, until first used
+	tablesReady atomic.Bool  // the relay's tables exist
+	warnedKeep  atomic.Bool  // the max_slot_wal_keep_size warning was logged
+	leader      atomic.Bool  // this relay streams from the slot now
+	behindNano  atomic.Int64 // unix nanos since when received messages wait; 0 when caught up
+
+	mu       sync.Mutex
+	started  bool
+	conn     net.Conn // the replication connection's socket, for abort
+	stopOnce sync.Once
+	stopping chan struct{} // closed when Stop is called
+	runCtx   context.Context
+	runStop  context.CancelFunc // cancels waits and setup on stop
+	sendCtx  context.Context
+	sendStop context.CancelFunc // cancels publishes and marks after ShutdownTimeout
+	aborted  atomic.Bool        // tests: stop like a crash
+	done     chan struct{}      // closed when everything has returned
+	err      error              // the fatal error, set before done is closed
+}
+
+// New validates cfg (after defaults) and returns a relay that is not yet
+// running. The error wraps [ErrInvalidConfig] and names the field.
+func New(cfg Config) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := pgstore.New(cfg.Pool, pgstore.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: Schema: %w", ErrInvalidConfig, err)
+	}
+	q, err := loadQueries(cfg.Schema, cfg.Publication)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{
+		cfg:         cfg,
+		log:         cfg.Logger.With(slog.String("relay", cfg.ID), slog.String("slot", cfg.Slot)),
+		q:           q,
+		store:       st,
+		outboxTable: pgx.Identifier{cfg.Schema, "outbox_messages"}.Sanitize(),
+		stopping:    make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	r.recreate.Store(cfg.RecreateSlot)
+	r.table, err = relay.New(relay.Config{
+		Store:                 &tableQueue{r: r},
+		Sink:                  cfg.Sink,
+		ID:                    cfg.ID + "-table",
+		BatchSize:             min(cfg.BatchSize, relay.DefaultBatchSize),
+		Workers:               1,
+		Lease:                 cfg.Lease,
+		PublishTimeout:        min(cfg.PublishTimeout, cfg.Lease/2),
+		PollInterval:          cfg.TablePathInterval,
+		DisableListen:         true,
+		MaxAttempts:           cfg.MaxAttempts,
+		RetryBase:             cfg.RetryBase,
+		RetryMax:              cfg.RetryMax,
+		UnavailableBackoffMax: cfg.UnavailableBackoffMax,
+		ShutdownTimeout:       cfg.ShutdownTimeout,
+		Logger:                r.log.With(slog.String("path", "table")),
+		Hooks:                 relay.Hooks{Published: cfg.Hooks.Published, Failed: cfg.Hooks.Failed},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return r, nil
+}
+
+// ID returns the relay's instance id.
+func (r *Relay) ID() string { return r.cfg.ID }
+
+// Slot returns the replication slot's name (after defaults).
+func (r *Relay) Slot() string { return r.cfg.Slot }
+
+// Publication returns the publication's name (after defaults).
+func (r *Relay) Publication() string { return r.cfg.Publication }
+
+// Start launches the relay and returns at once. The relay becomes the
+// active one for its slot, or waits as a standby until the active one dies.
+// ctx bounds the whole run: when it is done the relay stops as if Stop had
+// been called.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return ErrAlreadyStarted
+	}
+	r.started = true
+	r.runCtx, r.runStop = context.WithCancel(context.WithoutCancel(ctx))
+	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
+	if err := r.table.Start(r.runCtx); err != nil {
+		return fmt.Errorf("cdc: start the table path: %w", err)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.beginStop()
+		case <-r.stopping:
+		}
+	}()
+	go func() {
+		err := r.loop()
+		stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
+		if serr := r.table.Stop(stopCtx); serr != nil {
+			r.log.Warn("table path did not stop in time", slog.Any("error", serr))
+		}
+		cancel()
+		r.sendStop()
+		r.runStop()
+		r.err = err
+		close(r.done)
+	}()
+	r.log.Info("cdc relay started", slog.String("publication", r.cfg.Publication),
+		slog.String("schema", r.cfg.Schema), slog.Int("batch_size", r.cfg.BatchSize),
+		slog.String("cleanup", r.cfg.Cleanup.String()))
+	return nil
+}
+
+func (r *Relay) beginStop() {
+	r.stopOnce.Do(func() {
+		close(r.stopping)
+		if r.runStop != nil {
+			r.runStop()
+		}
+	})
+}
+
+func (r *Relay) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d or until stop; it reports false on stop.
+func (r *Relay) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.stopping:
+		return false
+	}
+}
+
+// Stop stops reading the stream, waits up to Config.ShutdownTimeout for the
+// acks of the batch in flight (marking it and confirming its position),
+// then cancels what is left, which the next active relay sends again. It
+// returns when everything has finished, or with ctx's error if ctx ends
+// first. Calling it again, or on a relay that never started, is safe. It
+// returns the fatal error that stopped the relay, if any (see [Relay.Err]).
+func (r *Relay) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	r.beginStop()
+	if !started {
+		return nil
+	}
+	timer := time.NewTimer(r.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-r.done:
+		return r.stopped()
+	case <-timer.C:
+		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes; the next active relay sends them again")
+		r.sendStop()
+	case <-ctx.Done():
+		r.sendStop()
+		return ctx.Err()
+	}
+	select {
+	case <-r.done:
+		return r.stopped()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Relay) stopped() error {
+	r.log.Info("cdc relay stopped")
+	return r.err
+}
+
+// Stopped returns a channel closed when the relay has stopped, after Stop
+// or after a fatal error.
+func (r *Relay) Stopped() <-chan struct{} { return r.done }
+
+// Err returns the fatal error that stopped the relay (wrapping
+// [ErrSlotLost] or [ErrNotReady]), or nil. It is valid once Stopped is
+// closed.
+func (r *Relay) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
+}
+
+// Run starts the relay and blocks until ctx is done or a fatal error stops
+// it, then stops it gracefully. It returns nil after a clean stop, and the
+// fatal error otherwise.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-r.done:
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease+5*time.Second)
+	defer cancel()
+	return r.Stop(stopCtx)
+}
+
+// abort stops the relay like a crash: the replication connection's socket
+// is closed without a last status update, publishes are cancelled, nothing
+// more is marked. For tests.
+func (r *Relay) abort() {
+	r.aborted.Store(true)
+	r.mu.Lock()
+	if r.conn != nil {
+		_ = r.conn.Close()
+	}
+	r.mu.Unlock()
+	if r.sendStop != nil {
+		r.sendStop()
+	}
+	r.beginStop()
+}
+
+// fatalError marks an error that ends the relay instead of a reconnect.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func fatal(err error) error { return &fatalError{err} }
+
+// loop runs sessions until stop or a fatal error, which it returns.
+func (r *Relay) loop() error {
+	for !r.isStopping() {
+		err := r.session()
+		if err == nil || r.isStopping() {
+			continue
+		}
+		if _, ok := errors.AsType[*fatalError](err); ok {
+			r.log.Error("cdc relay stopped by an error it cannot recover from", slog.Any("error", err))
+			return err
+		}
+		r.log.Warn("replication session ended; reconnecting", slog.Any("error", err),
+			slog.Duration("retry_in", r.cfg.StandbyInterval))
+		r.sleep(r.cfg.StandbyInterval)
+	}
+	return nil
+}
+
+// session connects, waits to become the active relay for the slot, and
+// streams until stop (nil) or an error.
+func (r *Relay) session() error {
+	conn, err := r.connect(r.runCtx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.conn = conn.Conn()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.conn = nil
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(ctx)
+	}()
+
+	if err := r.setupTables(r.runCtx); err != nil {
+		return err
+	}
+	standing := false
+	for {
+		ok, err := r.tryLock(r.runCtx, conn)
+		if err != nil {
+			return fmt.Errorf("cdc: take the slot's advisory lock: %w", err)
+		}
+		if ok {
+			break
+		}
+		if !standing {
+			standing = true
+			r.log.Info("standing by: another relay is active on this slot")
+		}
+		if !r.sleep(r.cfg.StandbyInterval) {
+			return nil
+		}
+	}
+	start, err := r.setup(r.runCtx)
+	if err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(r.runCtx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + r.cfg.Publication + "'", // nameRe: no quotes possible
+			"messages 'true'",
+		},
+	})
+	if err != nil {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55006" {
+			// object_in_use: the last active relay's session has not ended
+			// yet (it released the lock a moment before the slot).
+			return fmt.Errorf("cdc: slot %s still in use; waiting: %w", r.cfg.Slot, err)
+		}
+		return fmt.Errorf("cdc: start replication on slot %s: %w", r.cfg.Slot, err)
+	}
+	r.log.Info("active: streaming from the slot", slog.String("from_lsn", start.String()))
+	r.leader.Store(true)
+	defer r.leader.Store(false)
+	return r.stream(conn, start)
+}
+
+// connect opens the replication connection.
+func (r *Relay) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(r.cfg.ConnString)
+	if err != nil {
+		return nil, fatal(fmt.Errorf("%w: ConnString: %w", ErrInvalidConfig, err))
+	}
+	// Settings that pgx and pgxpool read from a connection string but that
+	// pgconn passes on to the server, which would refuse them.
+	for k := range cfg.RuntimeParams {
+		switch k {
+		case "default_query_exec_mode", "statement_cache_capacity", "description_cache_capacity":
+			delete(cfg.RuntimeParams, k)
+		default:
+			if len(k) > 5 && k[:5] == "pool_" {
+				delete(cfg.RuntimeParams, k)
+			}
+		}
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "outbox cdc relay"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cdc: replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// tryLock takes the session-level advisory lock that makes this relay the
+// active one for the slot. It is held by the replication connection's
+// backend, so it ends when that connection does: a relay that dies, or
+// whose connection is cut, lets a standby take over.
+func (r *Relay) tryLock(ctx context.Context, conn *pgconn.PgConn) (bool, error) {
+	h := fnv.New64a()
+	h.Write([]byte("outbox.cdc.slot:" + r.cfg.Slot))
+	// A replication connection speaks only the simple query protocol, so
+	// the key, an integer, is written into the statement.
+	res, err := conn.Exec(ctx, "SELECT pg_try_advisory_lock("+strconv.FormatInt(int64(h.Sum64()), 10)+")").ReadAll()
+	if err != nil {
+		return false, err
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
+		return false, errors.New("unexpected result of pg_try_advisory_lock")
+	}
+	return string(res[0].Rows[0][0]) == "t", nil
+}

@@ -1,0 +1,216 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/cdc"
+)
+
+// newRelay starts a relay that the test stops or aborts itself.
+func (e *env) newRelay(cfg cdc.Config) *cdc.Relay {
+	e.t.Helper()
+	r, err := cdc.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cdc.Abort(r); <-r.Stopped() })
+	return r
+}
+
+func waitStopped(t *testing.T, r *cdc.Relay, within time.Duration) {
+	t.Helper()
+	select {
+	case <-r.Stopped():
+	case <-time.After(within):
+		t.Fatalf("relay did not stop within %s", within)
+	}
+}
+
+// The relay is killed (its replication connection cut, its publishes
+// cancelled, nothing more marked) at random moments while eight writers
+// commit 2,000 messages (five per transaction), and restarted each time.
+// Every message arrives, and each aggregate's messages in order: a crash
+// re-sends, never loses.
+func TestKill_AtRandomPointsUnderLoad_NothingLostOrderKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	snk := e.newSink(nil)
+	cfg := e.config(snk)
+	cfg.BatchSize = 50
+	// Report positions at once, so that a position confirmed too early
+	// reaches the server before the kill.
+	cfg.StatusInterval = 5 * time.Millisecond
+	first := e.newRelay(cfg)
+	e.waitLeader(first, 20*time.Second)
+	cdc.Abort(first)
+	waitStopped(t, first, 20*time.Second)
+
+	wantCh := make(chan map[string]int, 1)
+	go func() { wantCh <- e.writeConcurrently(8, 30, 2000, 5) }()
+	var want map[string]int
+	kills := 0
+	for want == nil {
+		r := e.newRelay(cfg)
+		select {
+		case want = <-wantCh:
+		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		}
+		cdc.Abort(r)
+		waitStopped(t, r, 20*time.Second)
+		kills++
+	}
+	e.newRelay(cfg)
+	recs := e.consumed(2000, 90*time.Second)
+	dups := checkOrder(t, recs, want)
+	t.Logf("%d kills, %d records, %d duplicates", kills, len(recs), dups)
+	if kills < 2 {
+		t.Fatalf("only %d kills under load; the test proves little", kills)
+	}
+}
+
+// Two relays on one slot: one streams, the other waits as a standby. When
+// the active one dies, the standby takes over and nothing is lost.
+func TestStandby_TakesOverWhenTheActiveRelayDies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	cfg := e.config(e.newSink(nil))
+	active := e.newRelay(cfg)
+	e.waitLeader(active, 20*time.Second)
+	standby := e.newRelay(cfg)
+	time.Sleep(300 * time.Millisecond) // several of the standby's attempts
+	if l, err := standby.Lag(context.Background()); err != nil || l.Leader {
+		t.Fatalf("standby: lag %+v, %v; want a relay that is not the leader", l, err)
+	}
+	for n := range 50 {
+		e.enqueue(seqMessage(fmtAgg(n%5), n/5))
+	}
+	e.consumed(50, 30*time.Second)
+
+	cdc.Abort(active)
+	for n := 50; n < 100; n++ {
+		e.enqueue(seqMessage(fmtAgg(n%5), n/5))
+	}
+	e.waitLeader(standby, 20*time.Second)
+	want := map[string]int{}
+	for i := range 5 {
+		want[fmtAgg(i)] = 20
+	}
+	checkOrder(t, e.consumed(100, 30*time.Second), want)
+}
+
+// While the outbox is idle and other tables write WAL, the slot's
+// confirmed position keeps up (heartbeats), so the slot does not pin WAL;
+// load after the idle period is delivered.
+func TestIdleThenLoad_SlotKeepsUpWhileIdle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	cfg := e.config(e.newSink(nil))
+	cfg.HeartbeatInterval = 200 * time.Millisecond
+	r := e.start(cfg)
+	e.waitLeader(r, 20*time.Second)
+	e.enqueue(seqMessage("x", 0))
+	e.consumed(1, 30*time.Second)
+
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE noise (id int); INSERT INTO noise SELECT generate_series(1, 5000)`); err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := pglogrepl.ParseLSN(s)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var c string
+		if err := e.pool.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`,
+			r.Slot()).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		confirmed, _ := pglogrepl.ParseLSN(c)
+		if confirmed >= target {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle slot confirmed %s, behind %s after 15s: it pins WAL", confirmed, target)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l, err := r.Lag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Age != 0 || !l.Leader || !l.Active {
+		t.Fatalf("idle lag %+v; want age 0 on the active leader", l)
+	}
+
+	want := map[string]int{"x": 1}
+	for n := range 20 {
+		var msgs []outbox.Message
+		for i := range 10 {
+			msgs = append(msgs, seqMessage(fmtAgg(i), n))
+			want[fmtAgg(i)]++
+		}
+		e.enqueue(msgs...)
+	}
+	checkOrder(t, e.consumed(201, 30*time.Second), want)
+}
+
+// A slot that was dropped (or invalidated) while the relay was away is
+// never silently recreated: the relay stops with ErrSlotLost and an error
+// that says how to recover. With RecreateSlot, a new slot is made and the
+// messages still unsent in the table are delivered, in order.
+func TestSlotLoss_FailsLoudlyAndRecreateRecovers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	cfg := e.config(e.newSink(nil))
+	r := e.newRelay(cfg)
+	e.waitLeader(r, 20*time.Second)
+	e.enqueue(seqMessage("x", 0))
+	e.consumed(1, 30*time.Second)
+	ctx := context.Background()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(seqMessage("x", 1), seqMessage("x", 2))
+	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.Slot()); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := e.newRelay(cfg)
+	waitStopped(t, lost, 20*time.Second)
+	err := lost.Err()
+	if !errors.Is(err, cdc.ErrSlotLost) {
+		t.Fatalf("relay stopped with %v; want ErrSlotLost", err)
+	}
+	for _, want := range []string{r.Slot(), "--recreate-slot", "docs/cdc.md"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not mention %q", err, want)
+		}
+	}
+	var slots int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, r.Slot()).Scan(&slots); err != nil || slots != 0 {
+		t.Fatalf("%d slots (%v): the lost slot was recreated without RecreateSlot", slots, err)
+	}
+	if c := e.counts(); c[outbox.StatusPending] != 2 {
+		t.Fatalf("counts %v; want the 2 unsent messages still PENDING", c)
+	}
+
+	cfg.RecreateSlot = true
+	recovered := e.start(cfg)
+	e.waitLeader(recovered, 20*time.Second)
+	e.enqueue(seqMessage("x", 3))
+	checkOrder(t, e.consumed(4, 30*time.Second), map[string]int{"x": 4})
+}

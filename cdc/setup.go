@@ -1,0 +1,244 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// slotState is a row of pg_replication_slots.
+type slotState struct {
+	exists   bool
+	plugin   string
+	database string
+	// ourDatabase is the database the pool is connected to.
+	ourDatabase string
+	confirmed   string
+	walStatus   string
+	active      bool
+}
+
+// setup makes the database ready for streaming, as the active relay: the
+// relay's tables, the publication, and the slot. It returns the slot's
+// confirmed position, where the stream resumes.
+func (r *Relay) setup(ctx context.Context) (pglogrepl.LSN, error) {
+	if err := r.setupPublication(ctx); err != nil {
+		return 0, err
+	}
+	slot, err := r.slotState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var registered bool
+	var regLSN string
+	var regAt time.Time
+	err = r.cfg.Pool.QueryRow(ctx, r.q.registryGet, r.cfg.Slot).Scan(&regLSN, &regAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return 0, fmt.Errorf("cdc: read the slot registry: %w", err)
+	default:
+		registered = true
+	}
+
+	lost := slot.walStatus == "lost" || (registered && !slot.exists)
+	switch {
+	case lost && !r.recreate.Load():
+		how := "is gone"
+		if slot.exists {
+			how = "was invalidated by PostgreSQL (wal_status lost, see max_slot_wal_keep_size)"
+		}
+		return 0, fatal(fmt.Errorf("%w: slot %q, created at %s at %s, %s: the WAL since its last confirmed "+
+			"position cannot be read. Events in that WAL are still in the outbox table unless they were deleted. "+
+			"To recover: restart this relay with --recreate-slot (Config.RecreateSlot): it creates a new slot and "+
+			"first publishes every unsent message of the table, in order per aggregate, through the table path; "+
+			"or switch to the polling relay (outbox relay --mode polling). See docs/cdc.md, \"Slot loss\"",
+			ErrSlotLost, r.cfg.Slot, regLSN, regAt.Format(time.RFC3339), how))
+	case lost:
+		r.recreate.Store(false)
+		if slot.exists {
+			if _, err := r.cfg.Pool.Exec(ctx, r.q.slotDrop, r.cfg.Slot); err != nil {
+				return 0, fmt.Errorf("cdc: drop the invalidated slot %s: %w", r.cfg.Slot, err)
+			}
+		}
+		lsn, err := r.createSlot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		r.log.Error("replication slot was lost and has been recreated (--recreate-slot): unsent messages go through the table path",
+			slog.String("consistent_lsn", lsn.String()))
+		return lsn, nil
+	case !slot.exists:
+		r.recreate.Store(false)
+		lsn, err := r.createSlot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		r.log.Info("created the replication slot; messages unsent until now go through the table path",
+			slog.String("consistent_lsn", lsn.String()))
+		return lsn, nil
+	}
+	r.recreate.Store(false)
+	if slot.plugin != "pgoutput" {
+		return 0, fatal(fmt.Errorf("%w: slot %q exists with plugin %q, not pgoutput; choose another --slot",
+			ErrNotReady, r.cfg.Slot, slot.plugin))
+	}
+	if slot.database != slot.ourDatabase {
+		return 0, fatal(fmt.Errorf("%w: slot %q belongs to database %q, not %q; choose another --slot",
+			ErrNotReady, r.cfg.Slot, slot.database, slot.ourDatabase))
+	}
+	lsn, err := pglogrepl.ParseLSN(slot.confirmed)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: slot %s confirmed position %q: %w", r.cfg.Slot, slot.confirmed, err)
+	}
+	if !registered {
+		// A slot made by someone else, or by a relay that died before it
+		// recorded it: adopt it, and send what is unsent through the table
+		// path, since the slot may not hold it.
+		if err := r.register(ctx, lsn); err != nil {
+			return 0, err
+		}
+		r.log.Warn("adopted an existing replication slot; messages unsent until now go through the table path")
+	}
+	return lsn, nil
+}
+
+// setupLockKey is the advisory lock key that serialises the setup of one
+// outbox's CDC objects.
+func (r *Relay) setupLockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("outbox.cdc.setup:" + r.cfg.Schema))
+	return int64(h.Sum64())
+}
+
+// setupTables checks the server's settings and creates the relay's tables,
+// under a transaction-scoped advisory lock. Every relay runs it, the
+// standbys too, since the table path needs the tables.
+func (r *Relay) setupTables(ctx context.Context) error {
+	tx, err := r.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cdc: setup: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
+		return fmt.Errorf("cdc: setup: lock: %w", err)
+	}
+	var walLevel, keepSize string
+	var tableExists bool
+	if err := tx.QueryRow(ctx, r.q.settings, r.outboxTable).Scan(&walLevel, &keepSize, &tableExists); err != nil {
+		return fmt.Errorf("cdc: setup: read settings: %w", err)
+	}
+	if walLevel != "logical" {
+		return fatal(fmt.Errorf("%w: wal_level is %q; CDC needs logical (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL)",
+			ErrNotReady, walLevel))
+	}
+	if !tableExists {
+		return fatal(fmt.Errorf("%w: table %s does not exist; run the migrations first (outbox migrate)", ErrNotReady, r.outboxTable))
+	}
+	if keepSize == "-1" && !r.warnedKeep.Swap(true) {
+		r.log.Warn("max_slot_wal_keep_size is unlimited: while no relay confirms positions, PostgreSQL keeps all WAL " +
+			"for the slot until the disk is full; set a limit (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB') " +
+			"and watch the slot's lag")
+	}
+	if _, err := tx.Exec(ctx, r.q.setup); err != nil {
+		return fmt.Errorf("cdc: setup: create tables: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("cdc: setup: commit: %w", err)
+	}
+	r.tablesReady.Store(true)
+	return nil
+}
+
+// setupPublication creates the publication if it is absent, and checks it
+// if it exists. The active relay runs it before it streams.
+func (r *Relay) setupPublication(ctx context.Context) error {
+	tx, err := r.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cdc: setup: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
+		return fmt.Errorf("cdc: setup: lock: %w", err)
+	}
+	var insert, more, hasTable bool
+	err = tx.QueryRow(ctx, r.q.publicationGet, r.cfg.Publication, r.cfg.Schema).Scan(&insert, &more, &hasTable)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, r.q.publicationCreate); err != nil {
+			return fmt.Errorf("cdc: setup: create publication %s: %w", r.cfg.Publication, err)
+		}
+		r.log.Info("created the publication", slog.String("publication", r.cfg.Publication))
+	case err != nil:
+		return fmt.Errorf("cdc: setup: read publication %s: %w", r.cfg.Publication, err)
+	case !insert || !hasTable:
+		return fatal(fmt.Errorf("%w: publication %q exists but does not publish inserts into %s; "+
+			"drop it or choose another --publication", ErrNotReady, r.cfg.Publication, r.outboxTable))
+	case more:
+		r.log.Warn("the publication also publishes updates, deletes or truncates; the relay ignores them, "+
+			"but they cost decoding work: recreate it WITH (publish = 'insert')", slog.String("publication", r.cfg.Publication))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("cdc: setup: commit: %w", err)
+	}
+	return nil
+}
+
+func (r *Relay) slotState(ctx context.Context) (slotState, error) {
+	var s slotState
+	err := r.cfg.Pool.QueryRow(ctx, r.q.slotGet, r.cfg.Slot).Scan(&s.plugin, &s.database, &s.ourDatabase, &s.confirmed, &s.walStatus, &s.active)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s, nil
+	case err != nil:
+		return s, fmt.Errorf("cdc: read slot %s: %w", r.cfg.Slot, err)
+	}
+	s.exists = true
+	return s, nil
+}
+
+// createSlot creates the slot and records it, deferring every aggregate
+// with an unsent message: the new slot's stream starts at its consistent
+// point and does not hold what committed before.
+func (r *Relay) createSlot(ctx context.Context) (pglogrepl.LSN, error) {
+	var s string
+	if err := r.cfg.Pool.QueryRow(ctx, r.q.slotCreate, r.cfg.Slot).Scan(&s); err != nil {
+		return 0, fmt.Errorf("cdc: create slot %s: %w", r.cfg.Slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: create slot %s: position %q: %w", r.cfg.Slot, s, err)
+	}
+	if err := r.register(ctx, lsn); err != nil {
+		return 0, err
+	}
+	return lsn, nil
+}
+
+// register records the slot and defers the aggregates with unsent
+// messages, in one transaction. It is idempotent.
+func (r *Relay) register(ctx context.Context, lsn pglogrepl.LSN) error {
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, r.q.deferUnsent)
+		if err != nil {
+			return fmt.Errorf("defer unsent messages: %w", err)
+		}
+		if n := tag.RowsAffected(); n > 0 {
+			r.log.Info("aggregates with unsent messages handed to the table path", slog.Int64("aggregates", n))
+		}
+		if _, err := tx.Exec(ctx, r.q.registryPut, r.cfg.Slot, r.cfg.Publication, lsn.String(), r.cfg.ID); err != nil {
+			return fmt.Errorf("record the slot: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cdc: register slot %s: %w", r.cfg.Slot, err)
+	}
+	return nil
+}

@@ -1,0 +1,363 @@
+package cdc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// heartbeatPrefix is the prefix of the relay's heartbeat messages in the
+// WAL (pg_logical_emit_message).
+const heartbeatPrefix = "outbox-cdc-heartbeat"
+
+// event is what the reader hands the processor, in stream order: an
+// inserted message, or a position (end > 0) up to which everything has
+// been received: the end of a transaction, or an idle position from a
+// keepalive or heartbeat.
+type event struct {
+	rec       outbox.Record
+	isRec     bool
+	xid       uint32
+	decodeErr error
+	end       pglogrepl.LSN
+}
+
+// stream runs the reader (on this goroutine, which owns conn) and the
+// processor until stop or an error. The reader reports the processor's
+// confirmed position to the server every StatusInterval.
+func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
+	var confirmed atomic.Uint64
+	confirmed.Store(uint64(start))
+	events := make(chan event, 2*r.cfg.BatchSize)
+	procDone := make(chan error, 1)
+	procCtx, procStop := context.WithCancel(context.Background())
+	defer procStop()
+	go func() { procDone <- r.process(procCtx, events, &confirmed) }()
+
+	rd := &reader{r: r, conn: conn, confirmed: &confirmed, relations: map[uint32]*pglogrepl.RelationMessage{},
+		events: events, procDone: procDone}
+	err := rd.run()
+	if r.aborted.Load() {
+		return nil
+	}
+	// Let the processor finish its batch (it does not start another once
+	// stop began), then report the final position.
+	procStop()
+	perr := rd.waitProcessor()
+	if err == nil {
+		err = perr
+	}
+	if errors.Is(err, errStopped) {
+		err = nil
+	}
+	if !r.aborted.Load() && conn.Frontend() != nil {
+		_ = rd.sendStatus()
+	}
+	return err
+}
+
+// errStopped ends the processor or reader when the relay stops.
+var errStopped = errors.New("cdc: stopping")
+
+type reader struct {
+	r          *Relay
+	conn       *pgconn.PgConn
+	confirmed  *atomic.Uint64
+	relations  map[uint32]*pglogrepl.RelationMessage
+	types      *pgtype.Map
+	events     chan<- event
+	procDone   <-chan error
+	procErr    error
+	procExited bool
+	inTx       bool
+	xid        uint32
+	lastEnd    pglogrepl.LSN
+	nextStatus time.Time
+}
+
+// run reads the stream until stop, an error, or the processor's end.
+func (rd *reader) run() error {
+	r := rd.r
+	rd.types = pgtype.NewMap()
+	rd.nextStatus = time.Now()
+	for {
+		if r.isStopping() {
+			return errStopped
+		}
+		select {
+		case err := <-rd.procDone:
+			rd.procExited, rd.procErr = true, err
+			return err
+		default:
+		}
+		if !time.Now().Before(rd.nextStatus) {
+			if err := rd.sendStatus(); err != nil {
+				return err
+			}
+		}
+		ctx, cancel := context.WithDeadline(r.runCtx, rd.nextStatus)
+		msg, err := rd.conn.ReceiveMessage(ctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) || r.isStopping() {
+				continue
+			}
+			return fmt.Errorf("cdc: receive: %w", err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := rd.handle(msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("cdc: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		}
+	}
+}
+
+// sendStatus reports the confirmed position: the server may discard the
+// WAL before it, and restarts the stream there.
+func (rd *reader) sendStatus() error {
+	lsn := pglogrepl.LSN(rd.confirmed.Load())
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), rd.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn,
+	})
+	rd.nextStatus = time.Now().Add(rd.r.cfg.StatusInterval)
+	if err != nil {
+		return fmt.Errorf("cdc: send standby status: %w", err)
+	}
+	return nil
+}
+
+// waitProcessor waits for the processor to return, keeping the server
+// informed meanwhile.
+func (rd *reader) waitProcessor() error {
+	if rd.procExited {
+		return rd.procErr
+	}
+	for {
+		t := time.NewTimer(time.Until(rd.nextStatus))
+		select {
+		case err := <-rd.procDone:
+			t.Stop()
+			rd.procExited, rd.procErr = true, err
+			return err
+		case <-t.C:
+			if err := rd.sendStatus(); err != nil {
+				// The connection is gone; the processor's marks still
+				// count, only its confirmation is lost.
+				return <-rd.procDone
+			}
+		}
+	}
+}
+
+// emit hands ev to the processor, sending status updates while it waits.
+func (rd *reader) emit(ev event) error {
+	for {
+		t := time.NewTimer(time.Until(rd.nextStatus))
+		select {
+		case rd.events <- ev:
+			t.Stop()
+			return nil
+		case err := <-rd.procDone:
+			t.Stop()
+			rd.procExited, rd.procErr = true, err
+			if err == nil {
+				err = errStopped
+			}
+			return err
+		case <-rd.r.stopping:
+			t.Stop()
+			return errStopped
+		case <-t.C:
+			if err := rd.sendStatus(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// emitPosition hands an idle position to the processor if it is new.
+func (rd *reader) emitPosition(lsn pglogrepl.LSN) error {
+	if rd.inTx || lsn <= rd.lastEnd {
+		return nil
+	}
+	rd.lastEnd = lsn
+	return rd.emit(event{end: lsn})
+}
+
+// handle decodes one CopyData message of the replication protocol.
+func (rd *reader) handle(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("cdc: keepalive: %w", err)
+		}
+		if pkm.ReplyRequested {
+			rd.nextStatus = time.Time{}
+		}
+		// Everything the server decoded up to ServerWALEnd has been sent, and
+		// so received before this message: once it is all published, the
+		// slot may move there.
+		return rd.emitPosition(pkm.ServerWALEnd)
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("cdc: xlogdata: %w", err)
+		}
+		return rd.handleLogical(xld.WALData)
+	}
+	return nil
+}
+
+// handleLogical handles one pgoutput (protocol version 1) message.
+func (rd *reader) handleLogical(data []byte) error {
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("cdc: parse pgoutput message: %w", err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		rd.relations[m.RelationID] = m
+	case *pglogrepl.BeginMessage:
+		rd.inTx, rd.xid = true, m.Xid
+	case *pglogrepl.InsertMessage:
+		rel, ok := rd.relations[m.RelationID]
+		if !ok {
+			return fmt.Errorf("cdc: insert into unknown relation %d", m.RelationID)
+		}
+		if rel.Namespace != rd.r.cfg.Schema || rel.RelationName != "outbox_messages" {
+			return nil // another table in a publication someone widened
+		}
+		rec, err := decodeRecord(rd.types, rel, m.Tuple)
+		if rec.Seq == 0 {
+			return fatal(fmt.Errorf("%w: an insert into %s.outbox_messages has no usable seq: %w",
+				ErrNotReady, rel.Namespace, err))
+		}
+		return rd.emit(event{rec: rec, isRec: true, xid: rd.xid, decodeErr: err})
+	case *pglogrepl.CommitMessage:
+		rd.inTx = false
+		rd.lastEnd = max(rd.lastEnd, m.TransactionEndLSN)
+		return rd.emit(event{end: m.TransactionEndLSN})
+	case *pglogrepl.LogicalDecodingMessage:
+		// A non-transactional message (the heartbeat, or anyone's) is
+		// decoded at its place in the WAL, outside any transaction.
+		if !m.Transactional {
+			return rd.emitPosition(m.LSN)
+		}
+	}
+	return nil
+}
+
+// decodeRecord builds the message from the row's columns, by name, so that
+// the column order and columns added later do not matter. The error names
+// the first column that could not be decoded; Seq is set whenever the seq
+// column could be read.
+func decodeRecord(types *pgtype.Map, rel *pglogrepl.RelationMessage, tuple *pglogrepl.TupleData) (outbox.Record, error) {
+	var rec outbox.Record
+	var firstErr error
+	fail := func(col string, err error) {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("cdc: decode column %s: %w", col, err)
+		}
+	}
+	if tuple == nil {
+		return rec, errors.New("cdc: insert without a tuple")
+	}
+	for i, c := range tuple.Columns {
+		if i >= len(rel.Columns) {
+			break
+		}
+		col := rel.Columns[i]
+		if c.DataType == pglogrepl.TupleDataTypeNull {
+			continue
+		}
+		if c.DataType != pglogrepl.TupleDataTypeText {
+			fail(col.Name, fmt.Errorf("unexpected tuple data type %q", c.DataType))
+			continue
+		}
+		s := string(c.Data)
+		switch col.Name {
+		case "seq":
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				fail(col.Name, err)
+			}
+			rec.Seq = n
+		case "id":
+			id, err := uuid.Parse(s)
+			if err != nil {
+				fail(col.Name, err)
+			}
+			rec.ID = id
+		case "aggregate_type":
+			rec.AggregateType = s
+		case "aggregate_id":
+			rec.AggregateID = s
+		case "event_type":
+			rec.EventType = s
+		case "event_version":
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				fail(col.Name, err)
+			}
+			rec.EventVersion = n
+		case "topic":
+			rec.Topic = s
+		case "payload":
+			var b []byte
+			if err := types.Scan(col.DataType, pgtype.TextFormatCode, c.Data, &b); err != nil {
+				fail(col.Name, err)
+			}
+			rec.Payload = b
+		case "content_type":
+			rec.ContentType = s
+		case "headers":
+			var h map[string]string
+			if err := json.Unmarshal(c.Data, &h); err != nil {
+				fail(col.Name, err)
+			}
+			if len(h) > 0 {
+				rec.Headers = h
+			}
+		case "correlation_id":
+			rec.CorrelationID = s
+		case "causation_id":
+			rec.CausationID = s
+		case "traceparent":
+			rec.TraceParent = s
+		case "created_at":
+			var t time.Time
+			if err := types.Scan(col.DataType, pgtype.TextFormatCode, c.Data, &t); err != nil {
+				fail(col.Name, err)
+			}
+			rec.CreatedAt = t
+		case "status":
+			rec.Status = outbox.Status(s)
+		case "attempts":
+			n, _ := strconv.Atoi(s)
+			rec.Attempts = n
+		}
+	}
+	if rec.Seq == 0 && firstErr == nil {
+		firstErr = errors.New("cdc: no seq column")
+	}
+	return rec, firstErr
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/outbox-dev/outbox/cdc"
+)
+
+// Relay modes (--mode).
+const (
+	modePolling = "polling"
+	modeCDC     = "cdc"
+)
+
+// cdcFlags are the relay command's flags for CDC mode.
+type cdcFlags struct {
+	mode         string
+	slot         string
+	publication  string
+	recreateSlot bool
+	cleanup      string
+}
+
+// cdcOnlyFlags are the flags that mean something only with --mode cdc.
+var cdcOnlyFlags = []string{"slot", "publication", "recreate-slot", "cdc-cleanup"}
+
+func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
+	fs.StringVar(&c.mode, "mode", modePolling, "`mode`: polling (claim events from the outbox table) or cdc (read the outbox inserts from the WAL by logical replication; see docs/cdc.md)")
+	fs.StringVar(&c.slot, "slot", "", "cdc mode: logical replication slot `name`, created if absent (default outbox_<schema>)")
+	fs.StringVar(&c.publication, "publication", "", "cdc mode: publication `name` on the outbox table, created if absent (default the slot's name)")
+	fs.BoolVar(&c.recreateSlot, "recreate-slot", false, "cdc mode: if the recorded slot was lost, create a new one; events still unsent in the table are sent first (see docs/cdc.md)")
+	fs.StringVar(&c.cleanup, "cdc-cleanup", cdc.CleanupMarkSent.String(), "cdc mode: what happens to an event's row after the broker's ack: mark-sent or delete (\"write and forget\")")
+}
+
+// runRelayMode runs the relay in the mode --mode names.
+func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags) error {
+	switch cf.mode {
+	case modePolling:
+		for _, name := range cdcOnlyFlags {
+			if changed(cmd.Flags(), name) {
+				return flagError(name, "applies only to --mode cdc")
+			}
+		}
+		return a.runRelay(cmd, rf, kf)
+	case modeCDC:
+		return a.runRelayCDC(cmd, rf, kf, cf)
+	}
+	return flagError("mode", "must be polling or cdc, not %q", cf.mode)
+}
+
+// runRelayCDC checks every setting before it touches the network, then runs
+// the CDC relay until the command's context is done or a fatal error (a
+// lost slot) stops it.
+func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags) error {
+	ctx := cmd.Context()
+	if err := rf.check(); err != nil {
+		return err
+	}
+	var cleanup cdc.Cleanup
+	switch cf.cleanup {
+	case cdc.CleanupMarkSent.String():
+		cleanup = cdc.CleanupMarkSent
+	case cdc.CleanupDelete.String():
+		cleanup = cdc.CleanupDelete
+	default:
+		return flagError("cdc-cleanup", "must be mark-sent or delete, not %q", cf.cleanup)
+	}
+	if _, err := kf.config(a.logger); err != nil {
+		return err
+	}
+	// The batch checks and marks, the table path, heartbeats and setup; the
+	// replication connection is separate.
+	pool, err := a.newPool("cdc relay", 6)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	snk, err := kf.newSink(a.logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := snk.Close(); err != nil {
+			a.logger.Warn("closing the Kafka client", slog.Any("error", err))
+		}
+	}()
+	r, err := cdc.New(cdc.Config{
+		Pool:                  pool,
+		Sink:                  snk,
+		ConnString:            a.databaseURL,
+		Schema:                a.schema,
+		Slot:                  cf.slot,
+		Publication:           cf.publication,
+		RecreateSlot:          cf.recreateSlot,
+		Cleanup:               cleanup,
+		ID:                    rf.id,
+		BatchSize:             rf.batchSize,
+		PublishTimeout:        rf.publishTimeout,
+		TablePathInterval:     rf.pollInterval,
+		Lease:                 rf.lease,
+		MaxAttempts:           rf.maxAttempts,
+		RetryBase:             rf.retryBase,
+		RetryMax:              rf.retryMax,
+		UnavailableBackoffMax: rf.unavailableBackoffMax,
+		ShutdownTimeout:       rf.shutdownTimeout,
+		Logger:                a.logger,
+	})
+	if err != nil {
+		return cdcConfigError(err)
+	}
+	attrs := []any{
+		slog.String("relay_id", r.ID()),
+		slog.String("mode", modeCDC),
+		slog.String("schema", a.schema),
+		slog.String("slot", r.Slot()),
+		slog.String("publication", r.Publication()),
+		slog.String("database", RedactURL(a.databaseURL)),
+	}
+	attrs = append(attrs, kf.logAttrs()...)
+	a.logger.Info("relay starting", attrs...)
+
+	if err := a.ping(ctx, pool); err != nil {
+		return err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
+	err = snk.Ping(pingCtx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
+	}
+	if err := r.Run(ctx); err != nil {
+		return fmt.Errorf("relay %s: %w", r.ID(), err)
+	}
+	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
+	return nil
+}
+
+// cdcConfigError points a cdc.New error at the flag that sets the field it
+// names.
+func cdcConfigError(err error) error {
+	if !errors.Is(err, cdc.ErrInvalidConfig) {
+		return err
+	}
+	for field, flag := range map[string]string{
+		"Slot": "slot", "Publication": "publication", "Schema": "schema", "ConnString": "database-url",
+	} {
+		if strings.HasPrefix(err.Error(), cdc.ErrInvalidConfig.Error()+": "+field+" ") {
+			return flagError(flag, "is not usable: %v", err)
+		}
+	}
+	return &usageError{fmt.Errorf("relay settings: %w", err)}
+}
