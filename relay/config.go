@@ -37,8 +37,10 @@ type Config struct {
 	// PublishTimeout bounds the wait for the broker's acks of one batch.
 	// It must be shorter than Lease. Defaults to Lease/2.
 	PublishTimeout time.Duration
-	// PollInterval is how often the relay looks for due messages when it
-	// was not woken by a notification. Defaults to 1s.
+	// PollInterval is how often an idle relay looks for due messages when
+	// it is not woken by a notification. After finding work it looks again
+	// at once, and after an empty claim it waits 1ms, doubling up to
+	// PollInterval, so a busy relay never waits long. Defaults to 1s.
 	PollInterval time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.

@@ -61,8 +61,9 @@ type Relay struct {
 	cfg Config
 	log *slog.Logger
 
-	wake    waker
-	backoff unavailableBackoff
+	wake     waker
+	backoff  unavailableBackoff
+	notifier store.Notifier // nil unless LISTEN is on and works
 
 	mu       sync.Mutex
 	started  bool
@@ -111,6 +112,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		if err != nil {
 			r.log.Warn("LISTEN failed; relying on polling", slog.Any("error", err))
 		} else {
+			r.notifier = n
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -198,17 +200,35 @@ func (r *Relay) Run(ctx context.Context) error {
 	return r.Stop(stopCtx)
 }
 
-// work is one claim-publish-mark loop. The poller (one worker) also wakes on
-// the poll interval; the others sleep until someone finds work or a
-// notification arrives, so an idle relay sends one query per PollInterval.
+// Idle pacing of the poller: after an empty claim it waits 1ms, then twice
+// as long after each further empty claim, up to PollInterval. Once it has
+// waited idleRegisterAfter it registers as idle with a store.Notifier, so
+// that writers notify it; a busy relay is not notified, which keeps
+// PostgreSQL's group commit for the writers (NOTIFY serializes commits).
+const (
+	firstIdleDelay    = time.Millisecond
+	idleRegisterAfter = 50 * time.Millisecond
+	minRegistration   = 30 * time.Second
+)
+
+// work is one claim-publish-mark loop. The poller (one worker) also polls,
+// with the idle pacing above; the others sleep until someone finds work or
+// a notification arrives. So an idle relay sends about one query per
+// PollInterval.
 func (r *Relay) work(poller bool) {
-	var ticker <-chan time.Time
-	if poller {
-		t := time.NewTicker(r.cfg.PollInterval)
-		defer t.Stop()
-		ticker = t.C
-	}
-	dbBackoff := time.Duration(0)
+	var (
+		dbBackoff       time.Duration
+		idle            time.Duration
+		registeredUntil time.Time // our idle registration with the notifier
+	)
+	registration := max(minRegistration, r.cfg.PollInterval+5*time.Second)
+	defer func() {
+		if !registeredUntil.IsZero() { // writers need not notify a stopped relay
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = r.notifier.Busy(ctx, r.cfg.ID)
+		}
+	}()
 	for {
 		if r.isStopping() {
 			return
@@ -230,18 +250,56 @@ func (r *Relay) work(poller bool) {
 			}
 			continue
 		case n > 0:
-			dbBackoff = 0
+			dbBackoff, idle = 0, 0
+			if !registeredUntil.IsZero() {
+				registeredUntil = time.Time{}
+				r.notify(func(ctx context.Context) error { return r.notifier.Busy(ctx, r.cfg.ID) })
+			}
 			r.wake.broadcast() // more may be due: let the other workers join in
 			continue
 		}
 		dbBackoff = 0
+		if !poller {
+			select {
+			case <-r.stopping:
+				return
+			case <-woken:
+			}
+			continue
+		}
+		idle = min(max(2*idle, firstIdleDelay), r.cfg.PollInterval)
+		if r.notifier != nil && idle >= min(idleRegisterAfter, r.cfg.PollInterval) &&
+			time.Until(registeredUntil) < r.cfg.PollInterval+5*time.Second {
+			ok := r.notify(func(ctx context.Context) error { return r.notifier.Idle(ctx, r.cfg.ID, registration) })
+			if ok {
+				registeredUntil = time.Now().Add(registration)
+				// Claim once more before waiting: a commit whose trigger ran
+				// before the registration did not notify.
+				continue
+			}
+		}
+		t := time.NewTimer(idle)
 		select {
 		case <-r.stopping:
+			t.Stop()
 			return
 		case <-woken:
-		case <-ticker:
+		case <-t.C:
 		}
+		t.Stop()
 	}
+}
+
+// notify runs an Idle or Busy call with a short timeout; a failure only
+// costs latency (the poll still runs), so it is logged, not returned.
+func (r *Relay) notify(fn func(context.Context) error) bool {
+	ctx, cancel := context.WithTimeout(r.sendCtx, 5*time.Second)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		r.log.Warn("idle registration failed; relying on polling", slog.Any("error", err))
+		return false
+	}
+	return true
 }
 
 func (r *Relay) isStopping() bool {

@@ -90,4 +90,10 @@ type Notifier interface {
 	// done. Notifications may be coalesced or, after a reconnect, lost; the
 	// relay's poll covers for that.
 	Notifications(ctx context.Context) (<-chan struct{}, error)
+	// Idle tells writers that relay owner is idle and waits for a
+	// notification, for at most d. A store may notify only while some
+	// relay is idle: notifying serializes commits.
+	Idle(ctx context.Context, owner string, d time.Duration) error
+	// Busy withdraws owner's Idle: it claims without waiting now.
+	Busy(ctx context.Context, owner string) error
 }

@@ -20,9 +20,29 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
+// Idle registers relay owner as idle for d: until then, or until [Store.Busy],
+// every transaction that enqueues messages sends a NOTIFY at commit. While no
+// relay is registered, enqueues send none, so writers keep PostgreSQL's
+// group commit (a NOTIFY serializes commits database-wide).
+func (s *Store) Idle(ctx context.Context, owner string, d time.Duration) error {
+	if _, err := s.pool.Exec(ctx, s.q.idle, owner, d.Milliseconds()); err != nil {
+		return fmt.Errorf("pgstore: idle: %w", err)
+	}
+	return nil
+}
+
+// Busy withdraws owner's idle registration.
+func (s *Store) Busy(ctx context.Context, owner string) error {
+	if _, err := s.pool.Exec(ctx, s.q.busy, owner); err != nil {
+		return fmt.Errorf("pgstore: busy: %w", err)
+	}
+	return nil
+}
+
 // Notifications listens for committed enqueues and returns a channel that
 // receives a value soon after each transaction that enqueued messages into
-// this store's schema commits. Wake-ups are coalesced: the channel holds at
+// this store's schema commits while a relay is registered as idle
+// ([Store.Idle]). Wake-ups are coalesced: the channel holds at
 // most one pending value, and a burst of commits may give one value.
 //
 // It holds one dedicated connection (not from the pool, with the pool's

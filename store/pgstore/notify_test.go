@@ -18,7 +18,19 @@ const wakeWithin = 5 * time.Second
 // Waiting longer cannot make a correct store fail.
 const quietFor = 300 * time.Millisecond
 
+// listen listens as an idle relay would: registered with Store.Idle, so
+// that committed enqueues notify.
 func listen(t *testing.T, s *pgstore.Store) (<-chan struct{}, context.CancelFunc) {
+	t.Helper()
+	ch, cancel := listenOnly(t, s)
+	if err := s.Idle(context.Background(), "relay-"+t.Name(), time.Minute); err != nil {
+		t.Fatalf("Idle: %v", err)
+	}
+	return ch, cancel
+}
+
+// listenOnly listens without registering as idle.
+func listenOnly(t *testing.T, s *pgstore.Store) (<-chan struct{}, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -27,6 +39,37 @@ func listen(t *testing.T, s *pgstore.Store) (<-chan struct{}, context.CancelFunc
 		t.Fatalf("Notifications: %v", err)
 	}
 	return ch, cancel
+}
+
+// Enqueues notify only while a relay is registered as idle: a NOTIFY
+// serializes commits database-wide, so writers must not pay for it while
+// the relays are busy (or absent). Busy and expiry end the registration.
+func TestNotifications_OnlyWhileARelayIsIdle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	ch, _ := listenOnly(t, b.store)
+	b.enqueue(t, msg("Order", "1"))
+	expectQuiet(t, ch, "enqueue with no idle relay")
+
+	if err := b.store.Idle(ctx, "r1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, msg("Order", "2"))
+	expectWake(t, ch, "enqueue with relay r1 idle")
+
+	if err := b.store.Busy(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, msg("Order", "3"))
+	expectQuiet(t, ch, "enqueue after r1 became busy")
+
+	if err := b.store.Idle(ctx, "r2", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	b.enqueue(t, msg("Order", "4"))
+	expectQuiet(t, ch, "enqueue after r2's registration expired")
 }
 
 func expectWake(t *testing.T, ch <-chan struct{}, what string) {

@@ -92,6 +92,7 @@ var (
 // queries are the rendered SQL texts, with the schema filled in.
 type queries struct {
 	enqueue, claim, markSent, markFailed, release, get, counts string
+	idle, busy                                                 string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -122,6 +123,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.release, "release.sql"},
 		{&s.q.get, "get.sql"},
 		{&s.q.counts, "counts.sql"},
+		{&s.q.idle, "idle.sql"},
+		{&s.q.busy, "busy.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
 		{&s.q.migrateSetup, "migrate_setup.sql"},
 		{&s.q.migrateApplied, "migrate_applied.sql"},
