@@ -68,7 +68,8 @@ func (e *env) relayProcess(bin string) (*exec.Cmd, *syncBuffer) {
 	out := &syncBuffer{}
 	cmd := exec.Command(bin, "relay", "--mode", "cdc", "--database-url", pgtest.URL(), "--schema", e.schema,
 		"--kafka-brokers", strings.Join(e.broker.Addrs(), ","), "--default-topic", e.topic,
-		"--kafka-auto-create-topics", "--batch-size", "50", "--poll-interval", "100ms", "--lease", "5s")
+		"--kafka-auto-create-topics", "--batch-size", "50", "--poll-interval", "100ms", "--lease", "5s",
+		"--metrics-addr", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

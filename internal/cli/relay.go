@@ -104,6 +104,7 @@ func newRelayCommand(a *app) *cobra.Command {
 	var rf relayFlags
 	var kf kafkaFlags
 	var cf cdcFlags
+	var af adminFlags
 	cmd := &cobra.Command{
 		Use:     "relay",
 		GroupID: "run",
@@ -144,18 +145,19 @@ others wait as standbys. See docs/cdc.md.`,
   outbox relay --mode cdc --topic-route Order=orders`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runRelayMode(cmd, &rf, &kf, &cf)
+			return a.runRelayMode(cmd, &rf, &kf, &cf, &af)
 		},
 	}
 	addRelayFlags(cmd.Flags(), &rf)
 	addKafkaFlags(cmd.Flags(), &kf)
 	addCDCFlags(cmd.Flags(), &cf)
+	addAdminFlags(cmd.Flags(), &af)
 	return cmd
 }
 
 // runRelay checks every setting before it touches the network, then runs
 // the relay until the command's context is done.
-func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags) error {
+func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
 		return err
@@ -183,6 +185,12 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags) error
 		}
 	}()
 	cfg := rf.config(st, snk, a.logger)
+	adm, err := a.startAdmin(ctx, af, pool, snk.Ping)
+	if err != nil {
+		return err
+	}
+	defer adm.close()
+	cfg.Hooks = adm.hooks
 	r, err := relay.New(cfg)
 	if err != nil {
 		return &usageError{fmt.Errorf("relay settings: %w", err)}

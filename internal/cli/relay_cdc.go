@@ -40,7 +40,7 @@ func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 }
 
 // runRelayMode runs the relay in the mode --mode names.
-func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags) error {
+func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
 	switch cf.mode {
 	case modePolling:
 		for _, name := range cdcOnlyFlags {
@@ -48,9 +48,9 @@ func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, c
 				return flagError(name, "applies only to --mode cdc")
 			}
 		}
-		return a.runRelay(cmd, rf, kf)
+		return a.runRelay(cmd, rf, kf, af)
 	case modeCDC:
-		return a.runRelayCDC(cmd, rf, kf, cf)
+		return a.runRelayCDC(cmd, rf, kf, cf, af)
 	}
 	return flagError("mode", "must be polling or cdc, not %q", cf.mode)
 }
@@ -58,7 +58,7 @@ func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, c
 // runRelayCDC checks every setting before it touches the network, then runs
 // the CDC relay until the command's context is done or a fatal error (a
 // lost slot) stops it.
-func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags) error {
+func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
 		return err
@@ -115,6 +115,13 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	if err != nil {
 		return cdcConfigError(err)
 	}
+	// Health, table metrics and the status page; the CDC relay has no
+	// per-message hooks yet.
+	adm, err := a.startAdmin(ctx, af, pool, snk.Ping)
+	if err != nil {
+		return err
+	}
+	defer adm.close()
 	attrs := []any{
 		slog.String("relay_id", r.ID()),
 		slog.String("mode", modeCDC),

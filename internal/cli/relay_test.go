@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +119,8 @@ func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
 		"OUTBOX_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
 		"OUTBOX_KAFKA_SASL_USERNAME":  "relay",
 		"OUTBOX_KAFKA_SASL_PASSWORD":  saslPassword,
+		"OUTBOX_METRICS_ADDR":         "127.0.0.1:0",
+		"OUTBOX_STATUS_TOKEN":         "status-secret",
 	}
 	if res := runCLI(t, env, "migrate"); res.code != exitOK {
 		t.Fatalf("migrate: exit %d, stderr:\n%s", res.code, res.stderr)
@@ -156,6 +161,7 @@ func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
 	if string(got.Key) != "order-42" || string(got.Value) != `{"total":42}` {
 		t.Errorf("record key %q value %q, want order-42 and the payload", got.Key, got.Value)
 	}
+	checkAdminEndpoint(t, stderr)
 
 	stop()
 	if code := exitCode(t, done, stderr); code != exitOK {
@@ -167,9 +173,49 @@ func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
 			t.Errorf("relay logs do not contain %q:\n%s", want, logs)
 		}
 	}
-	for _, secret := range []string{dbPassword, saslPassword} {
+	for _, secret := range []string{dbPassword, saslPassword, "status-secret"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("relay logs show the password %q:\n%s", secret, logs)
 		}
+	}
+}
+
+// checkAdminEndpoint finds the relay's admin address in its logs and checks
+// the wiring: the metrics count the published message (SENT itself is
+// PostgreSQL's estimate, see ops.Stats, so the test reads PENDING), /readyz finds the
+// database and the broker, and the status page answers.
+func checkAdminEndpoint(t *testing.T, stderr *syncBuffer) {
+	t.Helper()
+	re := regexp.MustCompile(`"admin endpoint listening" addr=(\S+)`)
+	m := re.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no admin endpoint in the relay's logs:\n%s", stderr.String())
+	}
+	base := "http://" + m[1]
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := get("/metrics")
+		if strings.Contains(body, "outbox_relay_published_total 1") && strings.Contains(body, `outbox_messages{status="PENDING"} 0`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics does not count the published message:\n%s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK || !strings.Contains(body, `"kafka":"ok"`) {
+		t.Errorf("/readyz = %d %s; want 200 with database and kafka ok", code, body)
+	}
+	if code, body := get("/"); code != http.StatusOK || !strings.Contains(body, "outbox status") {
+		t.Errorf("status page = %d; want 200 with the page", code)
 	}
 }

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "outbox")
+	// Many relays run at once here: each takes a free port for its admin
+	// endpoint instead of the default 9464.
+	os.Setenv("OUTBOX_METRICS_ADDR", "127.0.0.1:0")
 	build := exec.Command("go", "build", "-tags", "failpoints", "-o", binary, "github.com/outbox-dev/outbox/cmd/outbox")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
