@@ -51,6 +51,7 @@ var commands = []func(*app) *cobra.Command{
 	newDLQCommand,
 	newReplayCommand,
 	newCleanupCommand,
+	newBenchCommand,
 	newExampleCommand,
 }
 

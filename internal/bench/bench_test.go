@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-dev/outbox/internal/pgtest"
+)
+
+// buildOutbox builds the outbox command for the memory phase.
+func buildOutbox(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "outbox")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/outbox-dev/outbox/cmd/outbox")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build outbox: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func tinyConfig() Config {
+	return Config{
+		DatabaseURL: pgtest.URL(),
+		Backlog:     1000, Relays: 2, Writers: 2, Rate: 200, Aggregates: 200,
+		Duration: time.Second, IdleWindow: time.Second,
+		HistoryRows: 10_000, Claims: 10, VacuumEvery: 500 * time.Millisecond,
+	}
+}
+
+func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.RelayBinary = buildOutbox(t)
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	if rep.Machine.PostgreSQL == "" || rep.Machine.CPUs < 1 || !strings.HasPrefix(rep.Machine.Kafka, "embedded") {
+		t.Errorf("machine not described: %+v", rep.Machine)
+	}
+	if d := rep.Drain; d == nil {
+		t.Error("no drain figures")
+	} else {
+		if d.CeilingPerSecond <= 0 || d.RelaysCeilingPerSecond <= 0 || d.OneRelayPerSecond <= 0 || d.RelaysPerSecond <= 0 {
+			t.Errorf("drain rates not positive: %+v", d)
+		}
+		if d.OneRelayRatio != d.OneRelayPerSecond/d.CeilingPerSecond || d.RelaysRatio != d.RelaysPerSecond/d.RelaysCeilingPerSecond {
+			t.Errorf("drain ratios not the rates over the ceiling: %+v", d)
+		}
+		if d.Messages != 1000 || d.Relays != 2 {
+			t.Errorf("drain sizes: %+v", d)
+		}
+	}
+	if s := rep.Steady; s == nil {
+		t.Error("no steady-state figures")
+	} else {
+		if s.WithoutRelayTxPerSecond <= 0 || s.WithRelayTxPerSecond <= 0 {
+			t.Errorf("steady tx rates not positive: %+v", s)
+		}
+		if s.CommitToAck.Count == 0 || s.Unacked != 0 {
+			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
+		}
+		checkLatency(t, "steady", s.CommitToAck)
+		checkWork(t, "steady", s.Relay)
+	}
+	if l := rep.Latency; l == nil {
+		t.Error("no fixed-rate figures")
+	} else {
+		if l.CommitToAck.Count != 200 || l.Unacked != 0 {
+			t.Errorf("fixed rate: %d measured, %d unacked, want 200 and 0", l.CommitToAck.Count, l.Unacked)
+		}
+		if l.AchievedPerSecond <= 0 {
+			t.Errorf("fixed rate achieved %v", l.AchievedPerSecond)
+		}
+		checkLatency(t, "fixed rate", l.CommitToAck)
+		checkWork(t, "fixed rate", l.Relay)
+	}
+	if i := rep.Idle; i == nil {
+		t.Error("no idle figures")
+	} else if i.WindowSeconds < 1 || i.RoundTripsPerSecond != float64(i.RoundTrips)/i.WindowSeconds ||
+		i.StatementsPerSecond != float64(i.Statements)/i.WindowSeconds {
+		t.Errorf("idle figures inconsistent: %+v", i)
+	}
+	if c := rep.Claim; c == nil {
+		t.Error("no claim figures")
+	} else {
+		for name, ct := range map[string]ClaimTimes{"empty": c.Empty, "history": c.History, "just marked": c.JustMarked, "stale statistics": c.StaleStats} {
+			if ct.Claims != 10 || ct.FirstMs <= 0 || ct.P50Ms <= 0 || ct.P99Ms < ct.P50Ms || ct.MaxMs < ct.P99Ms {
+				t.Errorf("claim times %s: %+v", name, ct)
+			}
+		}
+		if c.History.HistoryRows != 10_000 || c.Empty.HistoryRows != 0 {
+			t.Errorf("claim history sizes: %+v", c)
+		}
+		if c.StaleStats.Claimable != 1000 || c.Empty.Claimable != 10*c.BatchSize {
+			t.Errorf("claimable rows: %+v", c)
+		}
+		if c.HistoryP99Ratio <= 0 || c.JustMarkedP99Ratio <= 0 || c.JustMarkedFirstRatio <= 0 || c.StaleStatsP99Ratio <= 0 || c.StaleStatsFirstRatio <= 0 {
+			t.Errorf("claim ratios not computed: %+v", c)
+		}
+	}
+	if m := rep.Memory; m == nil {
+		t.Errorf("no memory figures; notes: %v", rep.Notes)
+	} else if m.SmallPeakBytes < 1<<20 || m.LargePeakBytes < 1<<20 || m.Ratio <= 0 || m.LargeDrainPerSecond <= 0 {
+		t.Errorf("memory figures: %+v", m)
+	}
+	if len(rep.Goals) != 10 {
+		t.Errorf("%d goals evaluated, want 10: %+v", len(rep.Goals), rep.Goals)
+	}
+
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(normalise(back), normalise(rep)) {
+		t.Errorf("JSON round trip changed the report:\n%s", b)
+	}
+
+	var text bytes.Buffer
+	if err := WriteText(&text, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Goals {
+		if !strings.Contains(text.String(), g.Name) {
+			t.Errorf("table lacks goal %q:\n%s", g.Name, text.String())
+		}
+	}
+	for _, want := range []string{"DRAIN", "STEADY STATE", "FIXED RATE", "IDLE", "CLAIM TIME", "RELAY MEMORY", "GOAL"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("table lacks %s:\n%s", want, text.String())
+		}
+	}
+	if !strings.Contains(progress.String(), "phase claim") {
+		t.Errorf("no progress lines:\n%s", progress.String())
+	}
+}
+
+func checkLatency(t *testing.T, name string, l Latency) {
+	t.Helper()
+	if l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms {
+		t.Errorf("%s commit-to-ack not ordered: %+v", name, l)
+	}
+}
+
+func checkWork(t *testing.T, name string, w RelayWork) {
+	t.Helper()
+	if w.Claims < 1 || w.MessagesPerClaim < 1 || w.RoundTrips < 1 || w.RoundTripsPerMessage <= 0 {
+		t.Errorf("%s relay work not counted: %+v", name, w)
+	}
+}
+
+// normalise drops what JSON does not keep exactly (the monotonic clock).
+func normalise(r Report) Report {
+	r.StartedAt = r.StartedAt.Round(0)
+	return r
+}
+
+func TestRun_PhaseFilter_RunsOnlyThosePhases(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.Phases = []Phase{PhaseIdle}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.Idle == nil || rep.Drain != nil || rep.Steady != nil || rep.Latency != nil || rep.Claim != nil || rep.Memory != nil {
+		t.Errorf("phases run for filter [idle]: %+v", rep)
+	}
+	if len(rep.Goals) != 1 || !strings.HasPrefix(rep.Goals[0].Name, "idle") {
+		t.Errorf("goals: %+v", rep.Goals)
+	}
+}
+
+func TestRun_MemoryWithoutBinary_IsSkippedWithANote(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.Phases = []Phase{PhaseMemory}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.Memory != nil || !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "RelayBinary") }) {
+		t.Errorf("memory %+v, notes %q", rep.Memory, rep.Notes)
+	}
+}
+
+func TestRun_UnreachableDatabase_FailsFast(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.DatabaseURL = "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "connect") {
+		t.Fatalf("Run against nothing: %v", err)
+	}
+}
+
+func TestConfig_BadFieldIsNamed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		change func(*Config)
+		field  string
+	}{
+		{func(c *Config) { c.DatabaseURL = "" }, "DatabaseURL"},
+		{func(c *Config) { c.Backlog = -1 }, "Backlog"},
+		{func(c *Config) { c.Relays = -1 }, "Relays"},
+		{func(c *Config) { c.Writers = -2 }, "Writers"},
+		{func(c *Config) { c.Rate = -5 }, "Rate"},
+		{func(c *Config) { c.Duration = time.Millisecond }, "Duration"},
+		{func(c *Config) { c.IdleWindow = time.Millisecond }, "IdleWindow"},
+		{func(c *Config) { c.HistoryRows = -1 }, "HistoryRows"},
+		{func(c *Config) { c.Claims = 1 }, "Claims"},
+		{func(c *Config) { c.Aggregates = -1 }, "Aggregates"},
+		{func(c *Config) { c.PayloadBytes = 10 }, "PayloadBytes"},
+		{func(c *Config) { c.StallTimeout = time.Millisecond }, "StallTimeout"},
+		{func(c *Config) { c.VacuumEvery = -time.Second }, "VacuumEvery"},
+		{func(c *Config) { c.Relay.BatchSize = -1 }, "Relay.BatchSize"},
+		{func(c *Config) { c.KafkaBrokers = []string{""} }, "KafkaBrokers[0]"},
+		{func(c *Config) { c.Phases = []Phase{"warp"} }, "Phases"},
+	}
+	for _, tt := range tests {
+		cfg := Config{DatabaseURL: "postgres://x@127.0.0.1:1/x"}
+		tt.change(&cfg)
+		_, err := Run(context.Background(), cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", tt.field, err)
+		}
+	}
+}
+
+func TestParsePhases_AcceptsKnownNamesOnly(t *testing.T) {
+	t.Parallel()
+	got, err := ParsePhases(" drain, idle,drain ")
+	if err != nil || !reflect.DeepEqual(got, []Phase{PhaseDrain, PhaseIdle}) {
+		t.Errorf("ParsePhases: %v, %v", got, err)
+	}
+	if got, err := ParsePhases(""); err != nil || got != nil {
+		t.Errorf("empty list: %v, %v", got, err)
+	}
+	if _, err := ParsePhases("drain,nap"); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"nap"`) {
+		t.Errorf("unknown phase: %v", err)
+	}
+}
+
+func TestQuantile_IsNearestRank(t *testing.T) {
+	t.Parallel()
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond} {
+		if got := quantile(ds, q); got != want {
+			t.Errorf("quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if got := quantile(nil, 0.5); got != 0 {
+		t.Errorf("quantile of nothing = %v", got)
+	}
+}
+
+func TestSlope_OfALine_IsItsGradient(t *testing.T) {
+	t.Parallel()
+	var ss []sample
+	for i := range 10 {
+		ss = append(ss, sample{time.Duration(i) * 250 * time.Millisecond, 100 + 40*float64(i)*0.25})
+	}
+	if got := slope(ss); got < 39.999 || got > 40.001 {
+		t.Errorf("slope = %v, want 40", got)
+	}
+	if got := slope(ss[:1]); got != 0 {
+		t.Errorf("slope of one sample = %v", got)
+	}
+}
+
+func TestHuman_GroupsThousands(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[float64]string{1234567: "1,234,567", 950: "950", -4200: "-4,200", 3.14159: "3.14", 0.25: "0.250", 42: "42.0"} {
+		if got := human(v); got != want {
+			t.Errorf("human(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -1,0 +1,425 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/sink/kafka"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// enqueueChunk is the number of messages per transaction when a backlog is
+// loaded with Enqueue.
+const enqueueChunk = 1000
+
+// scenario is one migrated schema with the application's pool and store.
+type scenario struct {
+	r      *runner
+	schema string
+	pool   *pgxpool.Pool
+	store  *pgstore.Store
+}
+
+// newScenario creates and migrates a fresh schema, with a pool of poolSize
+// connections for the application side (writers, loads). Close drops it.
+func (r *runner) newScenario(ctx context.Context, tag string, poolSize int32) (*scenario, error) {
+	schema := newSchemaName(tag)
+	pool, err := r.newPool(ctx, tag, poolSize, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &scenario{r: r, schema: schema, pool: pool}
+	st, err := r.newStore(pool, schema)
+	if err == nil {
+		s.store = st
+		err = st.Migrate(ctx)
+	}
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("set up schema %s: %w", schema, err)
+	}
+	return s, nil
+}
+
+// newStore returns a store on pool in schema, configured like cfg.Store.
+func (r *runner) newStore(pool *pgxpool.Pool, schema string) (*pgstore.Store, error) {
+	c := r.cfg.Store
+	c.Schema = schema
+	if c.Logger == nil {
+		c.Logger = r.cfg.Logger
+	}
+	return pgstore.New(pool, c)
+}
+
+// close drops the schema and closes the pool, even after ctx ended.
+func (s *scenario) close() {
+	s.pool.Close()
+	ctx, cancel := cleanupCtx()
+	defer cancel()
+	if _, err := s.r.admin.Exec(ctx, renderSQL("drop_schema.sql", s.schema)); err != nil {
+		s.r.cfg.Logger.Warn("bench: drop schema", "schema", s.schema, "error", err)
+	}
+}
+
+func (s *scenario) sql(name string) string { return renderSQL(name, s.schema) }
+
+// exec runs an embedded SQL file on the scenario's pool.
+func (s *scenario) exec(ctx context.Context, file string, args ...any) (int64, error) {
+	tag, err := s.pool.Exec(ctx, s.sql(file), args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.TrimSuffix(file, ".sql"), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// createOrders creates the writers' business table.
+func (s *scenario) createOrders(ctx context.Context) error {
+	_, err := s.exec(ctx, "create_orders.sql")
+	return err
+}
+
+// message returns a benchmark message of the aggregate, with the
+// configured payload size.
+func (r *runner) message(id uuid.UUID, aggregateID string) outbox.Message {
+	const head = `{"orderId":"%s","customerId":"c-42","amount":"150.00","currency":"EUR","pad":"`
+	p := fmt.Sprintf(head, aggregateID)
+	pad := max(r.cfg.PayloadBytes-len(p)-2, 0)
+	p += strings.Repeat("x", pad) + `"}`
+	return outbox.Message{
+		ID: id, AggregateType: "Order", AggregateID: aggregateID, EventType: "OrderPlaced",
+		Topic: r.cfg.Topic, Payload: []byte(p),
+	}
+}
+
+// loadBacklog enqueues n messages, round robin over aggregates, in
+// transactions of enqueueChunk messages, as an application would.
+func (s *scenario) loadBacklog(ctx context.Context, n, aggregates int, label string) error {
+	msgs := make([]outbox.Message, 0, enqueueChunk)
+	last := time.Now()
+	for i := 0; i < n; {
+		msgs = msgs[:0]
+		for ; i < n && len(msgs) < enqueueChunk; i++ {
+			msgs = append(msgs, s.r.message(uuid.Nil, fmt.Sprintf("order-%d", i%aggregates)))
+		}
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.store.Enqueue(ctx, tx, msgs...) })
+		if err != nil {
+			return fmt.Errorf("load backlog: %w", err)
+		}
+		if time.Since(last) > time.Second {
+			s.r.prog.printf("%s: enqueued %d of %d messages", label, i, n)
+			last = time.Now()
+		}
+	}
+	return nil
+}
+
+// analyze refreshes the planner's statistics of the outbox table, as
+// autovacuum does on a live table. The drains run with fresh statistics, so
+// that they measure the relay and not a plan made for an empty table (the
+// claim phase measures that case on its own).
+func (s *scenario) analyze(ctx context.Context) error {
+	_, err := s.exec(ctx, "analyze.sql")
+	return err
+}
+
+// vacuumEvery runs VACUUM (ANALYZE) on the outbox table every
+// cfg.VacuumEvery until the returned stop is called; with VacuumEvery 0 it
+// does nothing.
+func (s *scenario) vacuumEvery(ctx context.Context) (stop func()) {
+	d := s.r.cfg.VacuumEvery
+	if d <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := s.r.admin.Exec(ctx, s.sql("vacuum.sql")); err != nil && ctx.Err() == nil {
+				s.r.cfg.Logger.Warn("bench: vacuum", "schema", s.schema, "error", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// writeOrder commits one business transaction: an order row and its
+// OrderPlaced message with the given id.
+func (s *scenario) writeOrder(ctx context.Context, id uuid.UUID) error {
+	insert := s.sql("insert_order.sql")
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		orderID := id.String()
+		if _, err := tx.Exec(ctx, insert, id, "c-42", "150.00"); err != nil {
+			return fmt.Errorf("insert order: %w", err)
+		}
+		return s.store.Enqueue(ctx, tx, s.r.message(id, orderID))
+	})
+}
+
+// unsent returns the number of messages not yet sent.
+func (s *scenario) unsent(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql("unsent.sql")).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unsent: %w", err)
+	}
+	return n, nil
+}
+
+// checkAllSent fails unless the want messages of a drain are all sent: no
+// message is left in any other status, and at most want are SENT (a store
+// that deletes sent messages keeps none).
+func (s *scenario) checkAllSent(ctx context.Context, want int64) error {
+	rows, err := s.pool.Query(ctx, s.sql("status_counts.sql"))
+	if err != nil {
+		return fmt.Errorf("status counts: %w", err)
+	}
+	var (
+		status string
+		n      int64
+	)
+	counts := map[string]int64{}
+	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { counts[status] = n; return nil }); err != nil {
+		return fmt.Errorf("status counts: %w", err)
+	}
+	sent := counts[string(outbox.StatusSent)]
+	delete(counts, string(outbox.StatusSent))
+	if len(counts) > 0 || sent > want {
+		return fmt.Errorf("after the drain of %d messages, %d are SENT and others are %v", want, sent, counts)
+	}
+	return nil
+}
+
+// relayRun is an in-process relay with its own pool and Kafka client, as a
+// separate relay process would have.
+type relayRun struct {
+	rl       *relay.Relay
+	pool     *pgxpool.Pool
+	sink     *kafka.Sink
+	stopOnce sync.Once
+}
+
+// startRelay starts a relay on the scenario's schema with the template
+// cfg.Relay and hooks (called after the template's). tweak, if not nil,
+// adjusts the relay's pool configuration.
+func (r *runner) startRelay(ctx context.Context, s *scenario, id string, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
+	rc := r.cfg.Relay
+	// Like 'outbox relay': a connection per worker, one for LISTEN, one spare.
+	pool, err := r.newPool(ctx, "relay "+id, int32(max(4, rc.Workers+2)), tweak)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.newStore(pool, s.schema)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	snk, err := kafka.New(kafka.Config{
+		Brokers: r.brokers, ClientID: "outbox-bench-" + id, DefaultTopic: r.cfg.Topic,
+		AllowAutoTopicCreation: true, Logger: r.cfg.Logger,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	rc.Store, rc.Sink, rc.ID = st, snk, id
+	rc.Hooks = chainHooks(rc.Hooks, hooks)
+	rl, err := relay.New(rc)
+	if err == nil {
+		err = rl.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		snk.Close()
+		pool.Close()
+		return nil, fmt.Errorf("relay %s: %w", id, err)
+	}
+	return &relayRun{rl: rl, pool: pool, sink: snk}, nil
+}
+
+// stop stops the relay gracefully and closes its connections. Calling it
+// again does nothing.
+func (rr *relayRun) stop() {
+	rr.stopOnce.Do(func() {
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		_ = rr.rl.Stop(ctx) // a relay that cannot stop in time is abandoned
+		rr.sink.Close()
+		rr.pool.Close()
+	})
+}
+
+func stopAll(runs []*relayRun) {
+	var wg sync.WaitGroup
+	for _, rr := range runs {
+		wg.Go(rr.stop)
+	}
+	wg.Wait()
+}
+
+// chainHooks returns hooks that call a's and then b's.
+func chainHooks(a, b relay.Hooks) relay.Hooks {
+	return relay.Hooks{
+		Claimed: func(n int) {
+			if a.Claimed != nil {
+				a.Claimed(n)
+			}
+			if b.Claimed != nil {
+				b.Claimed(n)
+			}
+		},
+		Published: func(rec outbox.Record, d time.Duration) {
+			if a.Published != nil {
+				a.Published(rec, d)
+			}
+			if b.Published != nil {
+				b.Published(rec, d)
+			}
+		},
+		Failed: func(rec outbox.Record, err error, dead bool) {
+			if a.Failed != nil {
+				a.Failed(rec, err, dead)
+			}
+			if b.Failed != nil {
+				b.Failed(rec, err, dead)
+			}
+		},
+		Fenced: func(n int) {
+			if a.Fenced != nil {
+				a.Fenced(n)
+			}
+			if b.Fenced != nil {
+				b.Fenced(n)
+			}
+		},
+	}
+}
+
+// await waits until count() reaches want. It fails with errStalled when
+// count does not change for StallTimeout, and reports progress every second.
+func (r *runner) await(ctx context.Context, label string, count func() int64, want int64, started time.Time) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	last, lastChange, lastPrint := count(), time.Now(), time.Now()
+	for {
+		n := count()
+		if n >= want {
+			return nil
+		}
+		now := time.Now()
+		if n != last {
+			last, lastChange = n, now
+		} else if now.Sub(lastChange) > r.cfg.StallTimeout {
+			return fmt.Errorf("%s: %w for %s at %d of %d", label, errStalled, r.cfg.StallTimeout, n, want)
+		}
+		if now.Sub(lastPrint) >= time.Second {
+			el := now.Sub(started).Seconds()
+			r.prog.printf("%s: %d of %d (%s/s)", label, n, want, human(float64(n)/el))
+			lastPrint = now
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// workMeter counts a relay's claims, claimed messages and round trips.
+type workMeter struct {
+	wire     wireCounter
+	claims   atomic.Int64
+	messages atomic.Int64
+}
+
+// hooks returns relay hooks that count claims, calling published too.
+func (w *workMeter) hooks(published func(outbox.Record, time.Duration)) relay.Hooks {
+	return relay.Hooks{
+		Claimed: func(n int) {
+			w.claims.Add(1)
+			w.messages.Add(int64(n))
+		},
+		Published: published,
+	}
+}
+
+// work reports the counts; acked is the number of messages they were for.
+func (w *workMeter) work(acked int64) RelayWork {
+	rw := RelayWork{Claims: w.claims.Load(), RoundTrips: w.wire.writes.Load()}
+	rw.MessagesPerClaim = ratio(float64(w.messages.Load()), float64(rw.Claims))
+	rw.RoundTripsPerMessage = ratio(float64(rw.RoundTrips), float64(acked))
+	return rw
+}
+
+// ackLog records, per message id, when the writer's commit returned and
+// when the relay reported the message published, for commit-to-ack
+// latencies.
+type ackLog struct {
+	base      time.Time
+	mu        sync.Mutex
+	commits   map[uuid.UUID]time.Duration
+	acks      map[uuid.UUID]time.Duration
+	committed atomic.Int64
+	published atomic.Int64
+}
+
+func newAckLog() *ackLog {
+	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{}, acks: map[uuid.UUID]time.Duration{}}
+}
+
+// commit records that the transaction with message id committed now.
+func (l *ackLog) commit(id uuid.UUID) {
+	at := time.Since(l.base)
+	l.mu.Lock()
+	l.commits[id] = at
+	l.mu.Unlock()
+	l.committed.Add(1)
+}
+
+// hook is a relay Hooks.Published.
+func (l *ackLog) hook(rec outbox.Record, _ time.Duration) {
+	at := time.Since(l.base)
+	l.mu.Lock()
+	if _, dup := l.acks[rec.ID]; !dup {
+		l.acks[rec.ID] = at
+	}
+	l.mu.Unlock()
+	l.published.Add(1)
+}
+
+// backlog is committed minus published.
+func (l *ackLog) backlog() int64 { return l.committed.Load() - l.published.Load() }
+
+// latency returns the distribution over the committed messages that were
+// acknowledged, and the number that were not. An ack observed before the
+// writer saw its commit return counts as zero.
+func (l *ackLog) latency() (Latency, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ds := make([]time.Duration, 0, len(l.commits))
+	unacked := 0
+	for id, c := range l.commits {
+		a, ok := l.acks[id]
+		if !ok {
+			unacked++
+			continue
+		}
+		ds = append(ds, max(a-c, 0))
+	}
+	return latencyOf(ds), unacked
+}

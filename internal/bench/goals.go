@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+)
+
+// The goals, as ratios measured in the same run.
+const (
+	// GoalDrainRatio: backlog drain with one relay at least 70% of the
+	// database-only ceiling.
+	GoalDrainRatio = 0.70
+	// GoalThroughputLossPercent: writer throughput drops by at most 10%
+	// with the relay running.
+	GoalThroughputLossPercent = 10.0
+	// GoalBacklogTrend: the backlog does not grow; measured as a trend of
+	// at most 1% of the write rate.
+	GoalBacklogTrend = 0.01
+	// GoalLatencyP50Ms and GoalLatencyP99Ms: commit-to-ack at the fixed
+	// rate.
+	GoalLatencyP50Ms = 3.0
+	GoalLatencyP99Ms = 15.0
+	// GoalIdleRoundTripsPerSecond: at most one query per second while idle.
+	GoalIdleRoundTripsPerSecond = 1.0
+	// GoalClaimRatio: claim p99 with history at most 1.5x the empty
+	// table's, also right after a large batch was marked.
+	GoalClaimRatio = 1.5
+	// GoalMemoryRatio: peak memory independent of the backlog size,
+	// measured as at most 1.25x from a tenfold backlog.
+	GoalMemoryRatio = 1.25
+)
+
+// goals evaluates the goals of the phases that ran.
+func goals(rep Report) []Goal {
+	var gs []Goal
+	add := func(name, target, measured string, value, limit float64, pass bool) {
+		gs = append(gs, Goal{Name: name, Target: target, Measured: measured, Value: value, Limit: limit, Pass: pass})
+	}
+	if d := rep.Drain; d != nil {
+		add("drain: 1 relay vs database-only ceiling",
+			fmt.Sprintf(">= %.0f%%", 100*GoalDrainRatio), fmt.Sprintf("%.0f%%", 100*d.OneRelayRatio),
+			d.OneRelayRatio, GoalDrainRatio, d.OneRelayRatio >= GoalDrainRatio)
+	}
+	if s := rep.Steady; s != nil {
+		add("steady: writer throughput loss with relay",
+			fmt.Sprintf("<= %.0f%%", GoalThroughputLossPercent), fmt.Sprintf("%.1f%%", s.ThroughputLossPercent),
+			s.ThroughputLossPercent, GoalThroughputLossPercent, s.ThroughputLossPercent <= GoalThroughputLossPercent)
+		limit := GoalBacklogTrend * s.WithRelayTxPerSecond
+		add("steady: backlog does not grow (trend)",
+			fmt.Sprintf("<= %s msg/s (1%% of writes)", human(limit)), fmt.Sprintf("%s msg/s", human(s.BacklogTrendPerSecond)),
+			s.BacklogTrendPerSecond, limit, !s.BacklogGrows)
+	}
+	if l := rep.Latency; l != nil {
+		name := fmt.Sprintf("latency: commit-to-ack at %d/s", l.TargetPerSecond)
+		add(name+" p50", fmt.Sprintf("<= %.0f ms", GoalLatencyP50Ms), latencyText(l.CommitToAck.P50Ms, l.Unacked),
+			l.CommitToAck.P50Ms, GoalLatencyP50Ms, l.Unacked == 0 && l.CommitToAck.P50Ms <= GoalLatencyP50Ms)
+		add(name+" p99", fmt.Sprintf("<= %.0f ms", GoalLatencyP99Ms), latencyText(l.CommitToAck.P99Ms, l.Unacked),
+			l.CommitToAck.P99Ms, GoalLatencyP99Ms, l.Unacked == 0 && l.CommitToAck.P99Ms <= GoalLatencyP99Ms)
+	}
+	if i := rep.Idle; i != nil {
+		// A query repeated exactly once a second shows up W or W+1 times in
+		// a window of W seconds, depending on where the window's edges fall;
+		// the one at the edge is allowed for.
+		limit := (GoalIdleRoundTripsPerSecond*i.WindowSeconds + 1) / i.WindowSeconds
+		add("idle: round trips per second",
+			fmt.Sprintf("<= %.0f/s (%.0f in %.1f s, edge included)", GoalIdleRoundTripsPerSecond, math.Floor(limit*i.WindowSeconds), i.WindowSeconds),
+			fmt.Sprintf("%d in %.1f s", i.RoundTrips, i.WindowSeconds),
+			i.RoundTripsPerSecond, limit, i.RoundTripsPerSecond <= limit)
+	}
+	if c := rep.Claim; c != nil {
+		target := fmt.Sprintf("<= %.1fx empty p99", GoalClaimRatio)
+		add(fmt.Sprintf("claim: p99 with %s sent rows", human(float64(c.History.HistoryRows))), target,
+			fmt.Sprintf("%.2fx", c.HistoryP99Ratio), c.HistoryP99Ratio, GoalClaimRatio, c.HistoryP99Ratio <= GoalClaimRatio)
+		add(fmt.Sprintf("claim: p99 right after marking %s", human(float64(c.JustMarked.HistoryRows))), target,
+			fmt.Sprintf("%.2fx", c.JustMarkedP99Ratio), c.JustMarkedP99Ratio, GoalClaimRatio, c.JustMarkedP99Ratio <= GoalClaimRatio)
+		add(fmt.Sprintf("claim: first claim right after marking %s", human(float64(c.JustMarked.HistoryRows))), target,
+			fmt.Sprintf("%.2fx", c.JustMarkedFirstRatio), c.JustMarkedFirstRatio, GoalClaimRatio, c.JustMarkedFirstRatio <= GoalClaimRatio)
+	}
+	if m := rep.Memory; m != nil {
+		add(fmt.Sprintf("memory: peak RSS, backlog %s vs %s", human(float64(m.LargeBacklog)), human(float64(m.SmallBacklog))),
+			fmt.Sprintf("<= %.2fx", GoalMemoryRatio), fmt.Sprintf("%.2fx", m.Ratio), m.Ratio, GoalMemoryRatio, m.Ratio <= GoalMemoryRatio)
+	}
+	return gs
+}
+
+func latencyText(msv float64, unacked int) string {
+	s := fmt.Sprintf("%.2f ms", msv)
+	if unacked > 0 {
+		s += fmt.Sprintf(" (%d unacked)", unacked)
+	}
+	return s
+}
+
+// observations are notes on conditions that colour the figures: a busy
+// machine, a rate the writers could not reach, messages never acknowledged.
+func observations(rep Report) []string {
+	var notes []string
+	for _, la := range []struct{ when, v string }{{"start", rep.Machine.LoadAverageStart}, {"end", rep.Machine.LoadAverageEnd}} {
+		var one float64
+		if _, err := fmt.Sscan(la.v, &one); err == nil && one > float64(rep.Machine.CPUs)/2 {
+			notes = append(notes, fmt.Sprintf("the machine was busy at the %s (1-minute load average %.1f on %d CPUs): rates are lower and latencies higher than on a quiet machine", la.when, one, rep.Machine.CPUs))
+		}
+	}
+	if l := rep.Latency; l != nil && l.AchievedPerSecond < 0.95*float64(l.TargetPerSecond) {
+		notes = append(notes, fmt.Sprintf("latency: the writers reached only %s of the %d messages/s asked for; the latencies are at that rate", human(l.AchievedPerSecond), l.TargetPerSecond))
+	}
+	if s := rep.Steady; s != nil && s.Unacked > 0 {
+		notes = append(notes, fmt.Sprintf("steady: %d messages were not acknowledged within the stall timeout after the writers stopped", s.Unacked))
+	}
+	if l := rep.Latency; l != nil && l.Unacked > 0 {
+		notes = append(notes, fmt.Sprintf("latency: %d messages were not acknowledged within the stall timeout after the writers stopped", l.Unacked))
+	}
+	return notes
+}

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// The hot paths of the relay and of the application, one round trip each,
+// for profiling and for comparing changes to the SQL:
+//
+//	go test ./internal/bench -run '^$' -bench . -benchtime 2000x
+
+// benchStore returns a migrated store in a schema of the benchmark's own.
+func benchStore(b *testing.B) (*pgstore.Store, func(n int)) {
+	b.Helper()
+	pool, schema := pgtest.Schema(b)
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	r := &runner{cfg: Config{PayloadBytes: DefaultPayloadBytes, Topic: DefaultTopic}}
+	load := func(n int) {
+		ctx := context.Background()
+		msgs := make([]outbox.Message, 0, enqueueChunk)
+		for i := 0; i < n; {
+			msgs = msgs[:0]
+			for ; i < n && len(msgs) < enqueueChunk; i++ {
+				msgs = append(msgs, r.message(uuid.Nil, fmt.Sprintf("order-%d", i)))
+			}
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, msgs...) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return st, load
+}
+
+// BenchmarkClaimMark is one round of the relay's loop without the broker:
+// claim a batch of relay.DefaultBatchSize due messages, then mark them
+// SENT. Reported per round and as messages per second.
+func BenchmarkClaimMark(b *testing.B) {
+	st, load := benchStore(b)
+	load(b.N * relay.DefaultBatchSize)
+	ctx := context.Background()
+	p := store.ClaimParams{Owner: "bench", Limit: relay.DefaultBatchSize, Lease: time.Minute}
+	seqs := make([]int64, 0, relay.DefaultBatchSize)
+	b.ResetTimer()
+	for range b.N {
+		c, err := st.Claim(ctx, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(c.Records) == 0 {
+			b.Fatal("nothing to claim")
+		}
+		seqs = seqs[:0]
+		for _, rec := range c.Records {
+			seqs = append(seqs, rec.Seq)
+		}
+		if _, err := st.MarkSent(ctx, c.Token, seqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*relay.DefaultBatchSize)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkEnqueue is the application's side: one transaction that
+// enqueues 1 or 100 messages and commits.
+func BenchmarkEnqueue(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			st, _ := benchStore(b)
+			pool := pgtest.Pool(b, st.Schema())
+			r := &runner{cfg: Config{PayloadBytes: DefaultPayloadBytes, Topic: DefaultTopic}}
+			msgs := make([]outbox.Message, n)
+			for i := range msgs {
+				msgs[i] = r.message(uuid.Nil, fmt.Sprintf("order-%d", i))
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, msgs...) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}

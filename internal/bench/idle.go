@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox/relay"
+)
+
+// idleWarmUp is how long the idle relay runs before counting starts, so
+// that connecting, LISTEN and the first claims are not counted.
+const idleWarmUp = 2 * time.Second
+
+// runIdle starts a relay on an empty outbox and counts, over
+// cfg.IdleWindow, the statements it runs and the writes it makes to its
+// database connections (pool and LISTEN connection both).
+func (r *runner) runIdle(ctx context.Context, rep *Report) error {
+	s, err := r.newScenario(ctx, "idle", 2)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	var c wireCounter
+	rr, err := r.startRelay(ctx, s, "bench-idle", relay.Hooks{}, c.instrument)
+	if err != nil {
+		return err
+	}
+	defer rr.stop()
+	r.prog.printf("warming up for %s", idleWarmUp)
+	if err := sleepCtx(ctx, idleWarmUp); err != nil {
+		return err
+	}
+	stmts0, writes0 := c.statements.Load(), c.writes.Load()
+	start := time.Now()
+	r.prog.printf("counting queries for %s", r.cfg.IdleWindow)
+	if err := sleepCtx(ctx, r.cfg.IdleWindow); err != nil {
+		return err
+	}
+	stmts, writes := c.statements.Load()-stmts0, c.writes.Load()-writes0
+	window := time.Since(start).Seconds()
+	rep.Idle = &IdleReport{
+		WindowSeconds: window,
+		Statements:    stmts, StatementsPerSecond: float64(stmts) / window,
+		RoundTrips: writes, RoundTripsPerSecond: float64(writes) / window,
+	}
+	return nil
+}
+
+// wireCounter counts what a pool sends: statements, through a pgx
+// QueryTracer, and socket writes, through a wrapped DialFunc. Both carry
+// over to the LISTEN connection, which pgstore opens with a copy of the
+// pool's connection configuration.
+type wireCounter struct {
+	statements atomic.Int64
+	writes     atomic.Int64
+}
+
+// instrument adds the counters to a pool configuration.
+func (c *wireCounter) instrument(pc *pgxpool.Config) {
+	pc.ConnConfig.Tracer = statementTracer{&c.statements}
+	dial := pc.ConnConfig.DialFunc
+	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, writes: &c.writes}, nil
+	}
+}
+
+type statementTracer struct{ n *atomic.Int64 }
+
+func (t statementTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	t.n.Add(1)
+	return ctx
+}
+
+func (statementTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// countingConn counts Write calls: pgx writes each request (a statement,
+// a ping, a sync) with one call, TLS or not.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,234 @@
+package bench
+
+import "time"
+
+// Report is what Run measured. Each phase's section is nil when the phase
+// did not run. It marshals to JSON as is (durations as milliseconds or
+// seconds, named so).
+type Report struct {
+	StartedAt      time.Time `json:"startedAt"`
+	ElapsedSeconds float64   `json:"elapsedSeconds"`
+	Machine        Machine   `json:"machine"`
+	Settings       Settings  `json:"settings"`
+
+	Drain   *DrainReport     `json:"drain,omitempty"`
+	Steady  *SteadyReport    `json:"steady,omitempty"`
+	Latency *FixedRateReport `json:"latency,omitempty"`
+	Idle    *IdleReport      `json:"idle,omitempty"`
+	Claim   *ClaimReport     `json:"claim,omitempty"`
+	Memory  *MemoryReport    `json:"memory,omitempty"`
+
+	// Goals are the issue's targets next to the figures, for the phases
+	// that ran.
+	Goals []Goal `json:"goals"`
+	// Notes explain skipped phases and anything else a reader of the
+	// figures should know.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel,omitempty"`
+	GoVersion string `json:"goVersion"`
+	// LoadAverage is the 1-minute load average at the start and at the end
+	// of the run (Linux), a hint of what else ran on the machine.
+	LoadAverageStart string `json:"loadAverageStart,omitempty"`
+	LoadAverageEnd   string `json:"loadAverageEnd,omitempty"`
+
+	PostgreSQL        string `json:"postgresql"`
+	SharedBuffers     string `json:"sharedBuffers"`
+	SynchronousCommit string `json:"synchronousCommit"`
+	Autovacuum        string `json:"autovacuum"`
+	// Kafka is "embedded" or the seed brokers.
+	Kafka string `json:"kafka"`
+}
+
+// Settings are the sizes the run used.
+type Settings struct {
+	Phases            []Phase `json:"phases"`
+	Backlog           int     `json:"backlog"`
+	Relays            int     `json:"relays"`
+	Writers           int     `json:"writers"`
+	Rate              int     `json:"rate"`
+	DurationSeconds   float64 `json:"durationSeconds"`
+	IdleWindowSeconds float64 `json:"idleWindowSeconds"`
+	HistoryRows       int     `json:"historyRows"`
+	Claims            int     `json:"claims"`
+	Aggregates        int     `json:"aggregates"`
+	PayloadBytes      int     `json:"payloadBytes"`
+	BatchSize         int     `json:"batchSize"`
+	RelayWorkers      int     `json:"relayWorkers"`
+	PollIntervalMs    float64 `json:"pollIntervalMs"`
+	// VacuumEverySeconds is Config.VacuumEvery; 0 when off.
+	VacuumEverySeconds float64 `json:"vacuumEverySeconds"`
+	Topic              string  `json:"topic"`
+}
+
+// DrainReport compares the relay's end-to-end drain with the database-only
+// ceiling, all on a backlog of Messages messages.
+type DrainReport struct {
+	Messages int `json:"messages"`
+	// CeilingLoops is the number of concurrent claim-and-mark loops of the
+	// ceiling: the relay's Workers.
+	CeilingLoops      int     `json:"ceilingLoops"`
+	CeilingPerSecond  float64 `json:"ceilingPerSecond"`
+	OneRelayPerSecond float64 `json:"oneRelayPerSecond"`
+	Relays            int     `json:"relays"`
+	// RelaysCeilingLoops is Relays times the relay's Workers: the loops of
+	// the ceiling that the several relays are compared with.
+	RelaysCeilingLoops     int     `json:"relaysCeilingLoops"`
+	RelaysCeilingPerSecond float64 `json:"relaysCeilingPerSecond"`
+	RelaysPerSecond        float64 `json:"relaysPerSecond"`
+	// OneRelayRatio is OneRelayPerSecond over CeilingPerSecond;
+	// RelaysRatio is RelaysPerSecond over RelaysCeilingPerSecond.
+	OneRelayRatio float64 `json:"oneRelayRatio"`
+	RelaysRatio   float64 `json:"relaysRatio"`
+	// FailedPublishes counts publishes the relays reported as failed.
+	FailedPublishes int64 `json:"failedPublishes"`
+}
+
+// Latency is a distribution of commit-to-ack times: from the moment the
+// writer's COMMIT returned to the moment the relay, after the broker's ack,
+// had marked the message SENT (relay Hooks.Published).
+type Latency struct {
+	Count int     `json:"count"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+// SteadyReport is the steady state: writers at their maximum rate without
+// and with the relay.
+type SteadyReport struct {
+	Writers         int     `json:"writers"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	// WithoutRelayTxPerSecond and WithRelayTxPerSecond are committed
+	// business transactions (one outbox message each) per second. Without
+	// is the mean of two runs of half the duration, one before and one
+	// after the run with the relay.
+	WithoutRelayTxPerSecond float64 `json:"withoutRelayTxPerSecond"`
+	WithRelayTxPerSecond    float64 `json:"withRelayTxPerSecond"`
+	// ThroughputLossPercent is how much slower the writers were with the
+	// relay running (negative: faster).
+	ThroughputLossPercent float64 `json:"throughputLossPercent"`
+	// Backlog (committed minus acknowledged) one second into the run, at
+	// the end of the writing, and its maximum.
+	BacklogStart int64 `json:"backlogStart"`
+	BacklogEnd   int64 `json:"backlogEnd"`
+	BacklogMax   int64 `json:"backlogMax"`
+	// BacklogTrendPerSecond is the slope of a least-squares line through
+	// the backlog sampled every 250ms after the first second.
+	BacklogTrendPerSecond float64 `json:"backlogTrendPerSecond"`
+	// BacklogGrows is true when the trend exceeds 1% of the write rate.
+	BacklogGrows bool    `json:"backlogGrows"`
+	CommitToAck  Latency `json:"commitToAck"`
+	// Unacked counts messages not acknowledged within StallTimeout after
+	// the writers stopped.
+	Unacked int `json:"unacked"`
+	// Relay is what the relay did for it.
+	Relay RelayWork `json:"relay"`
+}
+
+// RelayWork is what a relay spent on the messages of a phase: how many
+// claims it made, how many messages each took on average, and how many
+// round trips to PostgreSQL (socket writes on its pool and its LISTEN
+// connection) it made per message.
+type RelayWork struct {
+	Claims               int64   `json:"claims"`
+	MessagesPerClaim     float64 `json:"messagesPerClaim"`
+	RoundTrips           int64   `json:"roundTrips"`
+	RoundTripsPerMessage float64 `json:"roundTripsPerMessage"`
+}
+
+// FixedRateReport is the latency at a fixed enqueue rate.
+type FixedRateReport struct {
+	TargetPerSecond   int     `json:"targetPerSecond"`
+	AchievedPerSecond float64 `json:"achievedPerSecond"`
+	// Writers is the number of goroutines that kept to the schedule.
+	Writers         int     `json:"writers"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	CommitToAck     Latency `json:"commitToAck"`
+	Unacked         int     `json:"unacked"`
+	// Relay is what the relay did for it.
+	Relay RelayWork `json:"relay"`
+}
+
+// IdleReport is what an idle relay sends to PostgreSQL.
+type IdleReport struct {
+	WindowSeconds float64 `json:"windowSeconds"`
+	// Statements counts queries through pgx (QueryTracer), on the pool and
+	// on the LISTEN connection.
+	Statements          int64   `json:"statements"`
+	StatementsPerSecond float64 `json:"statementsPerSecond"`
+	// RoundTrips counts writes to the database sockets: statements plus
+	// what pgx sends on its own, such as the pool's liveness pings.
+	RoundTrips          int64   `json:"roundTrips"`
+	RoundTripsPerSecond float64 `json:"roundTripsPerSecond"`
+}
+
+// ClaimTimes are the times of consecutive claims in one scenario.
+type ClaimTimes struct {
+	// HistoryRows are the sent rows in the table besides the claimable ones.
+	HistoryRows int `json:"historyRows"`
+	// Claimable is the number of due messages loaded for the claims.
+	Claimable int `json:"claimable"`
+	// LoadSeconds is how long preparing the table took.
+	LoadSeconds float64 `json:"loadSeconds"`
+	Claims      int     `json:"claims"`
+	FirstMs     float64 `json:"firstMs"`
+	P50Ms       float64 `json:"p50Ms"`
+	P99Ms       float64 `json:"p99Ms"`
+	MaxMs       float64 `json:"maxMs"`
+}
+
+// ClaimReport compares claim times with and without a large history.
+type ClaimReport struct {
+	BatchSize int `json:"batchSize"`
+	// Empty: only the claimable rows. History: HistoryRows rows inserted
+	// as SENT. JustMarked: HistoryRows rows inserted PENDING and then
+	// marked SENT, with autovacuum off for the table, so that their dead
+	// tuples are still there. StaleStats: the table was analyzed while
+	// empty, then a backlog of Config.Backlog messages arrived (as after a
+	// broker outage) and no ANALYZE ran since.
+	Empty      ClaimTimes `json:"empty"`
+	History    ClaimTimes `json:"history"`
+	JustMarked ClaimTimes `json:"justMarked"`
+	StaleStats ClaimTimes `json:"staleStats"`
+	// Ratios of the p99, and of the first claim, to the empty table's p99.
+	HistoryP99Ratio      float64 `json:"historyP99Ratio"`
+	JustMarkedP99Ratio   float64 `json:"justMarkedP99Ratio"`
+	JustMarkedFirstRatio float64 `json:"justMarkedFirstRatio"`
+	StaleStatsP99Ratio   float64 `json:"staleStatsP99Ratio"`
+	StaleStatsFirstRatio float64 `json:"staleStatsFirstRatio"`
+}
+
+// MemoryReport is the peak resident memory of the outbox relay process
+// draining a small and a large backlog.
+type MemoryReport struct {
+	// Method says how memory was measured.
+	Method         string  `json:"method"`
+	SmallBacklog   int     `json:"smallBacklog"`
+	LargeBacklog   int     `json:"largeBacklog"`
+	SmallPeakBytes int64   `json:"smallPeakBytes"`
+	LargePeakBytes int64   `json:"largePeakBytes"`
+	Ratio          float64 `json:"ratio"`
+	// Drain rates of the process, from its start to an empty backlog
+	// (start-up included).
+	SmallDrainPerSecond float64 `json:"smallDrainPerSecond"`
+	LargeDrainPerSecond float64 `json:"largeDrainPerSecond"`
+}
+
+// Goal is one of the issue's targets, with the figure measured for it.
+type Goal struct {
+	Name string `json:"name"`
+	// Target and Measured are for people ("<= 3 ms", "2.1 ms").
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	// Value and Limit are for machines, in the unit of the goal.
+	Value float64 `json:"value"`
+	Limit float64 `json:"limit"`
+	Pass  bool    `json:"pass"`
+}

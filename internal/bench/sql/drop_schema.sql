@@ -1,0 +1,2 @@
+-- Drops a phase's schema with everything in it.
+DROP SCHEMA IF EXISTS {{schema}} CASCADE

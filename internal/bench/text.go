@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteText writes rep as tables for people: the machine, the figures of
+// each phase that ran, and the goals with PASS or MISS.
+func WriteText(w io.Writer, rep Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	m, st := rep.Machine, rep.Settings
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+
+	p("outbox bench, %s, %.0f s", rep.StartedAt.Format("2006-01-02 15:04 MST"), rep.ElapsedSeconds)
+	cpu := fmt.Sprintf("%d CPUs", m.CPUs)
+	if m.CPUModel != "" {
+		cpu += " (" + m.CPUModel + ")"
+	}
+	p("machine\t%s/%s, %s, %s, load average %s at start, %s at end", m.OS, m.Arch, cpu, m.GoVersion, orDash(m.LoadAverageStart), orDash(m.LoadAverageEnd))
+	vac := ""
+	if st.VacuumEverySeconds > 0 {
+		vac = fmt.Sprintf("; the bench ran VACUUM (ANALYZE) every %s while writers ran", time.Duration(st.VacuumEverySeconds*float64(time.Second)))
+	}
+	p("postgresql\t%s, shared_buffers %s, synchronous_commit %s, autovacuum %s%s", m.PostgreSQL, m.SharedBuffers, m.SynchronousCommit, m.Autovacuum, vac)
+	p("kafka\t%s, topic %s", m.Kafka, st.Topic)
+	p("relay\tbatch size %d, %d workers, poll interval %s ms", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs))
+	p("")
+
+	if d := rep.Drain; d != nil {
+		p("DRAIN: a backlog of %s messages over %s aggregates, %d-byte payloads, analyzed after loading", human(float64(d.Messages)), human(float64(st.Aggregates)), st.PayloadBytes)
+		p("  database-only ceiling, %d loops (claim+mark, no broker)\t%s msg/s", d.CeilingLoops, human(d.CeilingPerSecond))
+		p("  1 relay, end to end\t%s msg/s\t%.0f%% of the %d-loop ceiling", human(d.OneRelayPerSecond), 100*d.OneRelayRatio, d.CeilingLoops)
+		p("  database-only ceiling, %d loops\t%s msg/s", d.RelaysCeilingLoops, human(d.RelaysCeilingPerSecond))
+		p("  %d relays, end to end\t%s msg/s\t%.0f%% of the %d-loop ceiling", d.Relays, human(d.RelaysPerSecond), 100*d.RelaysRatio, d.RelaysCeilingLoops)
+		if d.FailedPublishes > 0 {
+			p("  failed publishes\t%d", d.FailedPublishes)
+		}
+		p("")
+	}
+	if s := rep.Steady; s != nil {
+		p("STEADY STATE: %d writers at full speed for %.0f s with a relay, between two runs of %.0f s without; 1 business row + 1 outbox message per tx", s.Writers, s.DurationSeconds, s.DurationSeconds/2)
+		p("  writers without relay (before and after)\t%s tx/s", human(s.WithoutRelayTxPerSecond))
+		p("  writers with 1 relay\t%s tx/s\tloss %.1f%%", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent)
+		grows := "does not grow"
+		if s.BacklogGrows {
+			grows = "GROWS"
+		}
+		p("  backlog (committed - acked)\tat 1 s %d, at end %d, max %d\ttrend %s msg/s: %s", s.BacklogStart, s.BacklogEnd, s.BacklogMax, human(s.BacklogTrendPerSecond), grows)
+		p("  commit-to-ack\t%s", latencyLine(s.CommitToAck, s.Unacked))
+		p("  relay work\t%s", workLine(s.Relay))
+		p("")
+	}
+	if l := rep.Latency; l != nil {
+		p("FIXED RATE: %d msg/s for %.0f s (achieved %s/s) by %d writers, one message per tx", l.TargetPerSecond, l.DurationSeconds, human(l.AchievedPerSecond), l.Writers)
+		p("  commit-to-ack\t%s", latencyLine(l.CommitToAck, l.Unacked))
+		p("  relay work\t%s", workLine(l.Relay))
+		p("")
+	}
+	if i := rep.Idle; i != nil {
+		p("IDLE: a relay on an empty outbox for %.0f s", i.WindowSeconds)
+		p("  statements (pgx)\t%d\t%s/s", i.Statements, human(i.StatementsPerSecond))
+		p("  round trips (socket writes, incl. pings and LISTEN)\t%d\t%s/s", i.RoundTrips, human(i.RoundTripsPerSecond))
+		p("")
+	}
+	if c := rep.Claim; c != nil {
+		p("CLAIM TIME: %d claims of %d per table (then marked, untimed)", c.Empty.Claims, c.BatchSize)
+		p("  table\tfirst\tp50\tp99\tmax\tp99 / empty p99\tload")
+		row := func(name string, t ClaimTimes) {
+			p("  %s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2fx\t%.0f s", name, t.FirstMs, t.P50Ms, t.P99Ms, t.MaxMs,
+				ratio(t.P99Ms, c.Empty.P99Ms), t.LoadSeconds)
+		}
+		row(fmt.Sprintf("%s claimable rows only", human(float64(c.Empty.Claimable))), c.Empty)
+		row(fmt.Sprintf("+ %s sent rows", human(float64(c.History.HistoryRows))), c.History)
+		row(fmt.Sprintf("+ %s rows just marked, unvacuumed", human(float64(c.JustMarked.HistoryRows))), c.JustMarked)
+		row(fmt.Sprintf("%s claimable, statistics of an empty table", human(float64(c.StaleStats.Claimable))), c.StaleStats)
+		p("")
+	}
+	if mem := rep.Memory; mem != nil {
+		p("RELAY MEMORY: %s", mem.Method)
+		p("  backlog %s\tpeak %s\tdrained at %s msg/s (start-up included)", human(float64(mem.SmallBacklog)), mib(mem.SmallPeakBytes), human(mem.SmallDrainPerSecond))
+		p("  backlog %s\tpeak %s\tdrained at %s msg/s (start-up included)", human(float64(mem.LargeBacklog)), mib(mem.LargePeakBytes), human(mem.LargeDrainPerSecond))
+		p("")
+	}
+	for _, n := range rep.Notes {
+		p("note: %s", n)
+	}
+	if len(rep.Notes) > 0 {
+		p("")
+	}
+	if len(rep.Goals) > 0 {
+		p("GOAL\tTARGET\tMEASURED\tRESULT")
+		for _, g := range rep.Goals {
+			res := "MISS"
+			if g.Pass {
+				res = "PASS"
+			}
+			p("%s\t%s\t%s\t%s", g.Name, g.Target, g.Measured, res)
+		}
+	}
+	return tw.Flush()
+}
+
+func latencyLine(l Latency, unacked int) string {
+	s := fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %s messages", l.P50Ms, l.P99Ms, l.MaxMs, human(float64(l.Count)))
+	if unacked > 0 {
+		s += fmt.Sprintf(", %d NOT acknowledged", unacked)
+	}
+	return s
+}
+
+func workLine(w RelayWork) string {
+	return fmt.Sprintf("%s claims of %s messages on average; %s round trips to PostgreSQL per message",
+		human(float64(w.Claims)), human(w.MessagesPerClaim), human(w.RoundTripsPerMessage))
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
