@@ -200,25 +200,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	return r.Stop(stopCtx)
 }
 
-// Idle pacing of the poller: after an empty claim it waits 1ms, then twice
-// as long after each further empty claim, up to PollInterval. Once it has
-// waited idleRegisterAfter it registers as idle with a store.Notifier, so
-// that writers notify it; a busy relay is not notified, which keeps
-// PostgreSQL's group commit for the writers (NOTIFY serializes commits).
-const (
-	firstIdleDelay    = time.Millisecond
-	idleRegisterAfter = 50 * time.Millisecond
-	minRegistration   = 30 * time.Second
-)
+// minRegistration is the shortest idle registration (store.Notifier.Idle);
+// it is renewed while the relay stays idle and withdrawn when it finds work.
+const minRegistration = 30 * time.Second
 
-// work is one claim-publish-mark loop. The poller (one worker) also polls,
-// with the idle pacing above; the others sleep until someone finds work or
-// a notification arrives. So an idle relay sends about one query per
+// work is one claim-publish-mark loop. After a claim that found work a
+// worker claims again at once, so a busy relay never waits. The poller (one
+// worker) handles idleness: after an empty claim it registers as idle with
+// the store.Notifier, so that writers notify it, claims once more (a commit
+// whose trigger ran before the registration did not notify), and then waits
+// for a notification or PollInterval. Writers pay for NOTIFY (it serializes
+// commits) only while a relay waits idle; under a steady backlog nobody
+// notifies. The other workers sleep until someone finds work or a
+// notification arrives. An idle relay sends about one query per
 // PollInterval.
 func (r *Relay) work(poller bool) {
 	var (
 		dbBackoff       time.Duration
-		idle            time.Duration
 		registeredUntil time.Time // our idle registration with the notifier
 	)
 	registration := max(minRegistration, r.cfg.PollInterval+5*time.Second)
@@ -229,6 +227,12 @@ func (r *Relay) work(poller bool) {
 			_ = r.notifier.Busy(ctx, r.cfg.ID)
 		}
 	}()
+	var ticker <-chan time.Time
+	if poller {
+		t := time.NewTicker(r.cfg.PollInterval)
+		defer t.Stop()
+		ticker = t.C
+	}
 	for {
 		if r.isStopping() {
 			return
@@ -250,7 +254,7 @@ func (r *Relay) work(poller bool) {
 			}
 			continue
 		case n > 0:
-			dbBackoff, idle = 0, 0
+			dbBackoff = 0
 			if !registeredUntil.IsZero() {
 				registeredUntil = time.Time{}
 				r.notify(func(ctx context.Context) error { return r.notifier.Busy(ctx, r.cfg.ID) })
@@ -259,34 +263,18 @@ func (r *Relay) work(poller bool) {
 			continue
 		}
 		dbBackoff = 0
-		if !poller {
-			select {
-			case <-r.stopping:
-				return
-			case <-woken:
-			}
-			continue
-		}
-		idle = min(max(2*idle, firstIdleDelay), r.cfg.PollInterval)
-		if r.notifier != nil && idle >= min(idleRegisterAfter, r.cfg.PollInterval) &&
-			time.Until(registeredUntil) < r.cfg.PollInterval+5*time.Second {
-			ok := r.notify(func(ctx context.Context) error { return r.notifier.Idle(ctx, r.cfg.ID, registration) })
-			if ok {
+		if poller && r.notifier != nil && time.Until(registeredUntil) < r.cfg.PollInterval+5*time.Second {
+			if r.notify(func(ctx context.Context) error { return r.notifier.Idle(ctx, r.cfg.ID, registration) }) {
 				registeredUntil = time.Now().Add(registration)
-				// Claim once more before waiting: a commit whose trigger ran
-				// before the registration did not notify.
-				continue
+				continue // claim once more before waiting
 			}
 		}
-		t := time.NewTimer(idle)
 		select {
 		case <-r.stopping:
-			t.Stop()
 			return
 		case <-woken:
-		case <-t.C:
+		case <-ticker:
 		}
-		t.Stop()
 	}
 }
 
