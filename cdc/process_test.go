@@ -2,10 +2,13 @@ package cdc_test
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 )
 
@@ -124,10 +128,37 @@ func TestProcess_SIGKILLUnderLoad_NothingLostOrderKept(t *testing.T) {
 	waitOutput(t, out, "active: streaming from the slot", 30*time.Second)
 	dups := checkOrder(t, e.consumed(1000, 60*time.Second), want)
 	t.Logf("%d kills, %d duplicates", kills, dups)
+	checkSlotMetrics(t, out.String(), cdc.DefaultSlot(e.schema))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("relay exited with %v after SIGTERM; want status 0:\n%s", err, out.String())
+	}
+}
+
+// checkSlotMetrics scrapes the relay's admin endpoint (its address is in
+// the logs) and finds the slot's lag gauges, with the slot streaming.
+func checkSlotMetrics(t *testing.T, logs, slot string) {
+	t.Helper()
+	m := regexp.MustCompile(`"admin endpoint listening" addr=(\S+)`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no admin endpoint in the relay's logs:\n%s", logs)
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	body := string(b)
+	for _, want := range []string{
+		`outbox_cdc_slot_active{slot="` + slot + `"} 1`,
+		`outbox_cdc_slot_lag_bytes{slot="` + slot + `"}`,
+		`outbox_cdc_slot_lag_seconds{slot="` + slot + `"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
 	}
 }

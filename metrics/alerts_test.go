@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"os"
 	"regexp"
 	"strings"
@@ -73,6 +74,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	c.Hooks("billing")
+	if err := metrics.NewSlotLag(reg, "outbox", func(context.Context) (metrics.SlotLag, error) { return metrics.SlotLag{}, nil }); err != nil {
+		t.Fatal(err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,4 +186,60 @@ func isKnown(st outbox.Status) bool {
 		}
 	}
 	return false
+}
+
+// SlotLag is a CDC replication slot's lag, as package cdc reports it.
+type SlotLag struct {
+	// Bytes of WAL the slot holds back.
+	Bytes int64
+	// Age of the oldest message received from the stream and not yet
+	// confirmed.
+	Age time.Duration
+	// Active reports whether a relay streams from the slot.
+	Active bool
+}
+
+// SlotLagFunc reads a slot's lag; it is called on every scrape.
+type SlotLagFunc func(ctx context.Context) (SlotLag, error)
+
+// NewSlotLag registers gauges for a CDC relay's replication slot, read
+// through fn on each scrape (bounded by 5s):
+//
+//	cdc_slot_lag_bytes{slot}    WAL the slot holds back (PostgreSQL keeps it until confirmed)
+//	cdc_slot_lag_seconds{slot}  age of the oldest received, unconfirmed message
+//	cdc_slot_active{slot}       1 while a relay streams from the slot
+func NewSlotLag(reg prometheus.Registerer, slot string, fn SlotLagFunc) error {
+	if fn == nil {
+		return ErrNoSnapshot
+	}
+	read := func(pick func(SlotLag) float64) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			l, err := fn(ctx)
+			if err != nil {
+				return math.NaN()
+			}
+			return pick(l)
+		}
+	}
+	labels := prometheus.Labels{"slot": slot}
+	for _, g := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "cdc", Name: "slot_lag_bytes", ConstLabels: labels,
+			Help: "WAL the CDC relay's replication slot holds back."}, read(func(l SlotLag) float64 { return float64(l.Bytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "cdc", Name: "slot_lag_seconds", ConstLabels: labels,
+			Help: "Age of the oldest message received from the stream and not yet confirmed."}, read(func(l SlotLag) float64 { return l.Age.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "cdc", Name: "slot_active", ConstLabels: labels,
+			Help: "1 while a relay streams from the slot."}, read(func(l SlotLag) float64 {
+			if l.Active {
+				return 1
+			}
+			return 0
+		})),
+	} {
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -185,7 +185,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		}
 	}()
 	cfg := rf.config(st, snk, a.logger)
-	adm, err := a.startAdmin(ctx, af, pool, snk.Ping)
+	adm, err := a.startAdmin(ctx, af, pool, snk.Ping, nil)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,8 @@ type relayAdmin struct {
 
 // startAdmin starts the admin endpoint (metrics, health, status page) and
 // the retention loop, as the flags say. The relay's hooks feed the metrics.
-func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool, kafkaPing admin.Check) (*relayAdmin, error) {
+// extra, if not nil, registers mode-specific metrics (the CDC slot's lag).
+func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool, kafkaPing admin.Check, extra func(prometheus.Registerer) error) (*relayAdmin, error) {
 	res := &relayAdmin{close: func() {}}
 	var cleanupAge time.Duration
 	if f.cleanupOlderThan != "" {
@@ -107,6 +108,12 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 	if err := metrics.NewTable(reg, snapshot, 5*time.Second); err != nil {
 		res.close()
 		return nil, err
+	}
+	if extra != nil {
+		if err := extra(reg); err != nil {
+			res.close()
+			return nil, err
+		}
 	}
 	srv, err := admin.New(admin.Config{Addr: f.metricsAddr, Gatherer: reg, Logger: a.logger, Checks: map[string]admin.Check{
 		"database": func(ctx context.Context) error { return pool.Ping(ctx) },

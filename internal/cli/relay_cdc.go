@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/metrics"
 )
 
 // Relay modes (--mode).
@@ -117,7 +119,12 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	}
 	// Health, table metrics and the status page; the CDC relay has no
 	// per-message hooks yet.
-	adm, err := a.startAdmin(ctx, af, pool, snk.Ping)
+	adm, err := a.startAdmin(ctx, af, pool, snk.Ping, func(reg prometheus.Registerer) error {
+		return metrics.NewSlotLag(reg, r.Slot(), func(ctx context.Context) (metrics.SlotLag, error) {
+			l, err := r.Lag(ctx)
+			return metrics.SlotLag{Bytes: l.Bytes, Age: l.Age, Active: l.Active}, err
+		})
+	})
 	if err != nil {
 		return err
 	}
