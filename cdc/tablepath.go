@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // tableQueue is the store behind the table path: a relay.Relay (the polling
@@ -37,7 +37,7 @@ func (t *tableQueue) Claim(ctx context.Context, p store.ClaimParams) (store.Clai
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("cdc: table path claim: %w", err)
 	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
+	recs, err := pgx.CollectRows(rows, pgstore.ScanRecord) // table_claim.sql returns pgstore.RecordColumns
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("cdc: table path claim: %w", err)
 	}
@@ -64,53 +64,4 @@ func (t *tableQueue) MarkFailed(ctx context.Context, token uuid.UUID, failures [
 
 func (t *tableQueue) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	return t.r.store.Release(ctx, token, seqs)
-}
-
-// scanRecord scans the columns table_claim.sql returns (the same as
-// pgstore's claim).
-func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
-	var (
-		r                                            outbox.Record
-		aggregateType, aggregateID, eventType, ctype *string
-		eventVersion                                 *int32
-		status                                       string
-		leaseOwner                                   *string
-		leaseExpiresAt, publishedAt                  *time.Time
-	)
-	err := row.Scan(
-		&r.Seq, &r.ID, &aggregateType, &aggregateID, &eventType, &eventVersion,
-		&r.Topic, &r.Payload, &ctype, &r.Headers, &r.CorrelationID, &r.CausationID,
-		&r.TraceParent, &r.CreatedAt, &status, &r.Attempts, &r.NextAttemptAt, &r.LastError,
-		&leaseOwner, &leaseExpiresAt, &publishedAt,
-	)
-	if err != nil {
-		return outbox.Record{}, err
-	}
-	r.AggregateType = deref(aggregateType)
-	r.AggregateID = deref(aggregateID)
-	r.EventType = deref(eventType)
-	r.ContentType = deref(ctype)
-	if eventVersion != nil {
-		r.EventVersion = int(*eventVersion)
-	}
-	r.Status = outbox.Status(status)
-	r.LeaseOwner = deref(leaseOwner)
-	if leaseExpiresAt != nil {
-		r.LeaseExpiresAt = *leaseExpiresAt
-	}
-	if publishedAt != nil {
-		r.PublishedAt = *publishedAt
-	}
-	if len(r.Headers) == 0 {
-		r.Headers = nil
-	}
-	return r, nil
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
