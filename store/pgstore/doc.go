@@ -66,10 +66,13 @@
 //     the resumable cursors of republishing, used by package ops.
 //   - outbox_migrations: the applied migration versions.
 //   - A statement-level AFTER INSERT trigger on outbox_messages that runs
-//     pg_notify on channel "outbox_<schema>"; [Store.Notifications] LISTENs
-//     on it. NOTIFY is delivered at commit, so a relay wakes only for
-//     committed messages, and outboxes in two schemas do not wake each
-//     other.
+//     pg_notify on channel "outbox_<schema>" while some relay is registered
+//     as idle in the UNLOGGED table outbox_idle_relays ([Store.Idle],
+//     [Store.Busy]); [Store.Notifications] LISTENs on it. NOTIFY serializes
+//     commits database-wide, so writers pay for it only while a relay waits;
+//     a relay working through a backlog is not notified. NOTIFY is
+//     delivered at commit, so a relay wakes only for committed messages, and
+//     outboxes in two schemas do not wake each other.
 //
 // # Indexes
 //
