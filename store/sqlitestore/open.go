@@ -67,8 +67,8 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	db := sql.OpenDB(gatedConnector{base: base, gate: gateFor(path)})
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	mode, err := journalMode(ctx, db)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
@@ -78,6 +78,41 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 	}
 	return db, nil
 }
+
+// journalMode opens the first connection, which switches the file to WAL,
+// and reads the journal mode back. Switching a file that is still in
+// rollback-journal mode needs an exclusive lock, and SQLite answers
+// SQLITE_BUSY for it at once, without its busy handler, while another
+// process (or *sql.DB) writes to the new file; so a busy answer is retried
+// here, for up to BusyTimeout. Once a file is in WAL mode the switch is a
+// no-op that takes no lock.
+func journalMode(ctx context.Context, db *sql.DB) (string, error) {
+	deadline := time.Now().Add(BusyTimeout)
+	wait := time.Millisecond
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return mode, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (primary code 5, any
+// extended code).
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == sqliteBusy
+}
+
+// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
+const sqliteBusy = 5
 
 // dsnParams are the modernc.org/sqlite connection parameters that Open sets.
 func dsnParams() string {

@@ -165,3 +165,34 @@ func TestOpen_TransactionEndedByItsContextLetsTheNextWriterIn(t *testing.T) {
 		t.Error("Commit of a transaction whose context ended succeeded")
 	}
 }
+
+// Several processes (here: *sql.DBs with connections of their own) opening
+// the same new file at once all succeed: switching a new file to WAL needs
+// an exclusive lock, and SQLite answers SQLITE_BUSY for it at once instead
+// of waiting in its busy handler, so Open must wait and retry itself.
+func TestOpen_ConcurrentOpensOfANewFile(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "new.db")
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				db, err := sqlitestore.Open(ctx, path)
+				if err == nil {
+					_, err = db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+					for i := 0; err == nil && i < 5; i++ {
+						_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (?)", i)
+					}
+					db.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
