@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Cleanup deletes the ids of messages processed longer than
@@ -15,20 +16,30 @@ import (
 // A message delivered again after its id was deleted is applied again: see
 // Config.Retention.
 func (i *Inbox) Cleanup(ctx context.Context) (int64, error) {
+	return cleanup(ctx, i.log, i.cfg.Retention, i.cfg.CleanupBatchSize, func(ctx context.Context) (int64, error) {
+		tag, err := i.pool.Exec(ctx, i.q.cleanup, i.cfg.Retention.Microseconds(), i.cfg.CleanupBatchSize)
+		return tag.RowsAffected(), err
+	})
+}
+
+// cleanup is Cleanup on any database: it runs deleteBatch, which deletes at
+// most batch ids older than retention, until a batch deletes fewer.
+func cleanup(ctx context.Context, log *slog.Logger, retention time.Duration, batch int,
+	deleteBatch func(context.Context) (int64, error)) (int64, error) {
 	var total int64
 	for {
-		tag, err := i.pool.Exec(ctx, i.q.cleanup, i.cfg.Retention.Microseconds(), i.cfg.CleanupBatchSize)
+		n, err := deleteBatch(ctx)
 		if err != nil {
 			return total, fmt.Errorf("inbox: cleanup: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(i.cfg.CleanupBatchSize) {
+		total += n
+		if n < int64(batch) {
 			break
 		}
 	}
 	if total > 0 {
-		i.log.Info("inbox: cleanup deleted processed ids", slog.Int64("deleted", total),
-			slog.Duration("retention", i.cfg.Retention))
+		log.Info("inbox: cleanup deleted processed ids", slog.Int64("deleted", total),
+			slog.Duration("retention", retention))
 	}
 	return total, nil
 }

@@ -77,6 +77,31 @@
 // default) says how long; run [Inbox.Cleanup] periodically to delete older
 // ids in small batches.
 //
+// # SQLite
+//
+// [NewSQLite] gives the same inbox in a SQLite database, for services that
+// keep their tables (and their outbox, store/sqlitestore) in one SQLite
+// file. Use the *sql.DB from sqlitestore.Open for everything: its write
+// transactions take SQLite's write lock at BEGIN and queue for it in the
+// process, so the application, the relay and the consumers share the file
+// without "database is locked". Handlers are [SQLHandlerFunc]s that get the
+// *sql.Tx. [SQLiteInbox.Handle] inserts the record first, like
+// [Inbox.Handle]; a duplicate fails with SQLITE_CONSTRAINT_PRIMARYKEY,
+// recognised by its extended result code. Because the transaction holds the
+// write lock from BEGIN, two deliveries of one message cannot overlap: the
+// second starts after the first committed (and is a Duplicate) or rolled
+// back (and goes ahead). Park, Parked, Replay and Cleanup behave as in
+// PostgreSQL; both inboxes share that logic. The tables are
+// <prefix>inbox_processed, <prefix>inbox_parked and <prefix>inbox_migrations
+// (SQLiteConfig.TablePrefix, empty by default), created by
+// [SQLiteInbox.Migrate]; times are unix milliseconds by the database clock.
+//
+// # Consumer runners
+//
+// [Inbox.Bind] and [SQLiteInbox.Bind] return the inbox with a handler bound
+// to it ([Bound]), which the consumer package's runner takes as
+// consumer.Config.Applier, whichever the database.
+//
 // # Schema
 //
 // [Inbox.Migrate] creates the schema (default "inbox", validated and quoted)

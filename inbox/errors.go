@@ -12,10 +12,11 @@ var (
 	// (an unknown event version, a payload that breaks its contract): the
 	// runner parks the message at once instead of retrying it.
 	ErrPermanent = errors.New("inbox: permanent handler error")
-	// ErrInvalidConfig is wrapped by the error [New] returns for a Config it
-	// cannot use; the message names the bad field.
+	// ErrInvalidConfig is wrapped by the error [New] and [NewSQLite] return
+	// for a config they cannot use; the message names the bad field.
 	ErrInvalidConfig = errors.New("inbox: invalid config")
-	// ErrNotFound is returned (wrapped) by [Inbox.Replay] when the consumer
-	// has no parked message with the id.
+	// ErrNotFound is returned (wrapped) by [Inbox.Replay] and
+	// [SQLiteInbox.Replay] when the consumer has no parked message with the
+	// id.
 	ErrNotFound = errors.New("inbox: parked message not found")
 )

@@ -2,17 +2,22 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
 
 func ExampleNew() {
@@ -34,6 +39,63 @@ func ExampleNew() {
 	if err := ib.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// A consumer on SQLite: the inbox lives in the service's own database file,
+// next to its business tables (and its outbox, if it has one), all on the
+// one *sql.DB from sqlitestore.Open.
+func ExampleNewSQLite() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlitestore.Open(ctx, filepath.Join(dir, "billing.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	ib, err := inbox.NewSQLite(db, inbox.SQLiteConfig{
+		Retention: 30 * 24 * time.Hour, // longer than the topic's retention.ms
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := ib.Migrate(ctx); err != nil { // tables inbox_processed, inbox_parked, inbox_migrations
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE invoices (order_id TEXT PRIMARY KEY, amount TEXT NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+
+	invoice := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+		var order struct {
+			OrderID string `json:"orderId"`
+			Amount  string `json:"amount"`
+		}
+		if err := json.Unmarshal(m.Payload, &order); err != nil {
+			return fmt.Errorf("OrderPlaced payload: %v: %w", err, inbox.ErrPermanent)
+		}
+		_, err := tx.ExecContext(ctx, "INSERT INTO invoices (order_id, amount) VALUES (?, ?)", order.OrderID, order.Amount)
+		return err
+	}
+	msg := inbox.Message{ // from inbox.FromRecord(record)
+		ID: uuid.MustParse("0190a5f2-7c3e-7d4a-9b1e-2f3a4b5c6d7e"), EventType: "OrderPlaced",
+		Payload: []byte(`{"orderId":"o-1","amount":"150.00"}`),
+	}
+	for range 2 { // delivered twice
+		res, err := ib.Handle(ctx, "billing", msg, invoice)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(res)
+	}
+	// consumer.Config{Applier: ib.Bind(invoice), ...} runs it for a Kafka group.
+	// Output:
+	// processed
+	// duplicate
 }
 
 // Apply an OrderPlaced event once: the invoice and the inbox record commit

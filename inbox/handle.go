@@ -63,17 +63,19 @@ type HandlerFunc func(ctx context.Context, tx pgx.Tx, msg Message) error
 // each consumer processes a message once, independently of the others.
 // msg.ID must not be the nil UUID (the error wraps [ErrMalformed]).
 func (i *Inbox) Handle(ctx context.Context, consumer string, msg Message, fn HandlerFunc) (Result, error) {
-	if err := checkHandle(consumer, msg.ID, fn); err != nil {
+	if err := checkHandle(consumer, msg.ID, fn == nil); err != nil {
 		return 0, err
 	}
-	return i.handle(ctx, consumer, msg, fn)
+	return handleTx(ctx, i.txOps(), consumer, msg, fn)
 }
 
-func checkHandle(consumer string, id uuid.UUID, fn HandlerFunc) error {
+// checkHandle rejects what Handle cannot do: a message without an id, an
+// empty consumer name, a nil handler.
+func checkHandle(consumer string, id uuid.UUID, nilFn bool) error {
 	switch {
 	case consumer == "":
 		return errors.New("inbox: handle: empty consumer name")
-	case fn == nil:
+	case nilFn:
 		return errors.New("inbox: handle: nil handler")
 	case id == uuid.Nil:
 		return fmt.Errorf("%w: message has no id (eventId), so it cannot be deduplicated", ErrMalformed)
@@ -81,16 +83,41 @@ func checkHandle(consumer string, id uuid.UUID, fn HandlerFunc) error {
 	return nil
 }
 
-func (i *Inbox) handle(ctx context.Context, consumer string, msg Message, fn HandlerFunc) (Result, error) {
-	tx, err := i.pool.Begin(ctx)
+// txOps are what the logic both inboxes share (Handle, Replay) needs of one
+// database: its transactions of type T and the statements run in them.
+type txOps[T any] struct {
+	log    *slog.Logger
+	begin  func(context.Context) (T, error)
+	commit func(context.Context, T) error
+	// rollback is deferred after begin; it must be a no-op after commit.
+	rollback func(context.Context, T)
+	// markProcessed inserts (consumer, id) into the processed table with a
+	// plain INSERT; isDuplicate reports whether its error is the primary
+	// key's violation, judged by the database's error code.
+	markProcessed func(ctx context.Context, tx T, consumer string, id uuid.UUID) error
+	isDuplicate   func(error) bool
+	// markReplayed marks the parked entry id replayed, with tx.
+	markReplayed func(ctx context.Context, tx T, id uuid.UUID) error
+	// markReplayedNow does the same in a transaction of its own.
+	markReplayedNow func(ctx context.Context, id uuid.UUID) error
+	// parkedGet reads consumer's parked entry id; ok is false when there
+	// is none.
+	parkedGet func(ctx context.Context, consumer string, id uuid.UUID) (p Parked, ok bool, err error)
+}
+
+// handleTx is Handle on any database: record, run fn, commit, in one
+// transaction. See [Inbox.Handle].
+func handleTx[T any](ctx context.Context, ops txOps[T], consumer string, msg Message,
+	fn func(context.Context, T, Message) error) (Result, error) {
+	tx, err := ops.begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: handle message %s: begin: %w", msg.ID, err)
 	}
-	defer tx.Rollback(ctx) // a no-op after Commit
+	defer ops.rollback(ctx, tx) // a no-op after commit
 
-	if _, err := tx.Exec(ctx, i.q.markProcessed, consumer, msg.ID); err != nil {
-		if isUniqueViolation(err) {
-			i.log.Debug("inbox: duplicate message", msgAttrs(consumer, msg)...)
+	if err := ops.markProcessed(ctx, tx, consumer, msg.ID); err != nil {
+		if ops.isDuplicate(err) {
+			ops.log.Debug("inbox: duplicate message", msgAttrs(consumer, msg)...)
 			return Duplicate, nil
 		}
 		return 0, fmt.Errorf("inbox: handle message %s: record as processed: %w", msg.ID, err)
@@ -98,10 +125,34 @@ func (i *Inbox) handle(ctx context.Context, consumer string, msg Message, fn Han
 	if err := fn(ctx, tx, msg); err != nil {
 		return 0, fmt.Errorf("inbox: handle message %s (%s): %w", msg.ID, msg.EventType, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := ops.commit(ctx, tx); err != nil {
 		return 0, fmt.Errorf("inbox: handle message %s: commit: %w", msg.ID, err)
 	}
 	return Processed, nil
+}
+
+// txOps are the inbox's PostgreSQL operations for the shared logic.
+func (i *Inbox) txOps() txOps[pgx.Tx] {
+	return txOps[pgx.Tx]{
+		log:      i.log,
+		begin:    i.pool.Begin,
+		commit:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		rollback: func(ctx context.Context, tx pgx.Tx) { _ = tx.Rollback(ctx) },
+		markProcessed: func(ctx context.Context, tx pgx.Tx, consumer string, id uuid.UUID) error {
+			_, err := tx.Exec(ctx, i.q.markProcessed, consumer, id)
+			return err
+		},
+		isDuplicate: isUniqueViolation,
+		markReplayed: func(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+			_, err := tx.Exec(ctx, i.q.markReplayed, id)
+			return err
+		},
+		markReplayedNow: func(ctx context.Context, id uuid.UUID) error {
+			_, err := i.pool.Exec(ctx, i.q.markReplayed, id)
+			return err
+		},
+		parkedGet: i.parkedGet,
+	}
 }
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation,

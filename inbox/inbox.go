@@ -60,15 +60,7 @@ func (c Config) withDefaults() Config {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.CleanupBatchSize == 0 {
-		c.CleanupBatchSize = DefaultCleanupBatchSize
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Retention, c.CleanupBatchSize, c.Logger = retentionDefaults(c.Retention, c.CleanupBatchSize, c.Logger)
 	return c
 }
 
@@ -79,10 +71,33 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
 	case strings.HasPrefix(c.Schema, "pg_"):
 		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
-	case c.Retention < time.Second:
-		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, c.Retention)
-	case c.CleanupBatchSize < 1:
-		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, c.CleanupBatchSize)
+	}
+	return validateRetention(c.Retention, c.CleanupBatchSize)
+}
+
+// retentionDefaults fills in the defaults of the fields every inbox's
+// config has: Retention, CleanupBatchSize and Logger.
+func retentionDefaults(retention time.Duration, batch int, log *slog.Logger) (time.Duration, int, *slog.Logger) {
+	if retention == 0 {
+		retention = DefaultRetention
+	}
+	if batch == 0 {
+		batch = DefaultCleanupBatchSize
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return retention, batch, log
+}
+
+// validateRetention checks the fields every inbox's config has, after
+// defaults, and names the first bad one.
+func validateRetention(retention time.Duration, batch int) error {
+	switch {
+	case retention < time.Second:
+		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, retention)
+	case batch < 1:
+		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, batch)
 	}
 	return nil
 }
@@ -98,7 +113,8 @@ type Inbox struct {
 	migrations []migration
 }
 
-// queries are the rendered SQL texts, with the schema filled in.
+// queries are the rendered SQL texts, with the schema (PostgreSQL) or the
+// table prefix (SQLite) filled in. migrateLock is PostgreSQL's only.
 type queries struct {
 	markProcessed, park, parked, parkedGet, markReplayed, cleanup string
 
@@ -121,32 +137,41 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inbox, error) {
 		return nil, err
 	}
 	i := &Inbox{pool: pool, cfg: cfg, log: cfg.Logger}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&i.q.markProcessed, "mark_processed.sql"},
-		{&i.q.park, "park.sql"},
-		{&i.q.parked, "parked.sql"},
-		{&i.q.parkedGet, "parked_get.sql"},
-		{&i.q.markReplayed, "mark_replayed.sql"},
-		{&i.q.cleanup, "cleanup.sql"},
-		{&i.q.migrateLock, "migrate_lock.sql"},
-		{&i.q.migrateSetup, "migrate_setup.sql"},
-		{&i.q.migrateApplied, "migrate_applied.sql"},
-		{&i.q.migrateRecord, "migrate_record.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("inbox: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = i.render(string(b))
+	if err := i.q.load(queryFiles, "queries", i.render, queryFile{&i.q.migrateLock, "migrate_lock.sql"}); err != nil {
+		return nil, err
 	}
-	i.migrations = append([]migration(nil), migrations...)
-	for n := range i.migrations {
-		i.migrations[n].sql = i.render(i.migrations[n].sql)
-	}
+	i.migrations = renderMigrations(migrations, i.render)
 	return i, nil
+}
+
+// queryFile names an embedded SQL text and where its rendered form goes.
+type queryFile struct {
+	dst  *string
+	file string
+}
+
+// load reads, from dir of fsys, the queries every inbox has and those in
+// extra, and stores them rendered.
+func (q *queries) load(fsys embed.FS, dir string, render func(string) string, extra ...queryFile) error {
+	files := append([]queryFile{
+		{&q.markProcessed, "mark_processed.sql"},
+		{&q.park, "park.sql"},
+		{&q.parked, "parked.sql"},
+		{&q.parkedGet, "parked_get.sql"},
+		{&q.markReplayed, "mark_replayed.sql"},
+		{&q.cleanup, "cleanup.sql"},
+		{&q.migrateSetup, "migrate_setup.sql"},
+		{&q.migrateApplied, "migrate_applied.sql"},
+		{&q.migrateRecord, "migrate_record.sql"},
+	}, extra...)
+	for _, f := range files {
+		b, err := fsys.ReadFile(dir + "/" + f.file)
+		if err != nil {
+			return fmt.Errorf("inbox: read embedded %s/%s: %w", dir, f.file, err)
+		}
+		*f.dst = render(string(b))
+	}
+	return nil
 }
 
 // Schema returns the schema the inbox uses (after defaults).
@@ -175,11 +200,14 @@ type migration struct {
 
 var migrationNameRe = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
 
-// migrations are the embedded migrations in version order, unrendered.
-var migrations = mustLoadMigrations()
+// migrations are the embedded PostgreSQL migrations in version order,
+// unrendered.
+var migrations = mustLoadMigrations(migrationFiles, "migrations")
 
-func mustLoadMigrations() []migration {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// mustLoadMigrations reads the migrations NNN_name.up.sql in dir of fsys, in
+// version order.
+func mustLoadMigrations(fsys embed.FS, dir string) []migration {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		panic(fmt.Sprintf("inbox: read embedded migrations: %v", err))
 	}
@@ -188,21 +216,51 @@ func mustLoadMigrations() []migration {
 	for _, e := range entries {
 		m := migrationNameRe.FindStringSubmatch(e.Name())
 		if m == nil {
-			panic(fmt.Sprintf("inbox: embedded migration %q is not named NNN_name.up.sql", e.Name()))
+			panic(fmt.Sprintf("inbox: embedded migration %s/%s is not named NNN_name.up.sql", dir, e.Name()))
 		}
 		v, _ := strconv.Atoi(m[1])
 		if seen[v] {
-			panic(fmt.Sprintf("inbox: two embedded migrations have version %d", v))
+			panic(fmt.Sprintf("inbox: two embedded migrations in %s have version %d", dir, v))
 		}
 		seen[v] = true
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		b, err := fsys.ReadFile(dir + "/" + e.Name())
 		if err != nil {
-			panic(fmt.Sprintf("inbox: read embedded migration %s: %v", e.Name(), err))
+			panic(fmt.Sprintf("inbox: read embedded migration %s/%s: %v", dir, e.Name(), err))
 		}
 		out = append(out, migration{version: v, name: m[2], sql: string(b)})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].version < out[b].version })
 	return out
+}
+
+// renderMigrations returns a copy of ms with their SQL rendered.
+func renderMigrations(ms []migration, render func(string) string) []migration {
+	out := append([]migration(nil), ms...)
+	for n := range out {
+		out[n].sql = render(out[n].sql)
+	}
+	return out
+}
+
+// applyMigrations runs, with exec, every migration of ms whose version is
+// not in applied, and records it with the statement record ($1 version,
+// $2 name). ms is in version order.
+func applyMigrations(ctx context.Context, ms []migration, applied map[int]bool, record string,
+	exec func(ctx context.Context, sql string, args ...any) error) ([]migration, error) {
+	var done []migration
+	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
+		if err := exec(ctx, m.sql); err != nil {
+			return nil, fmt.Errorf("inbox: migrate: apply %03d_%s: %w", m.version, m.name, err)
+		}
+		if err := exec(ctx, record, m.version, m.name); err != nil {
+			return nil, fmt.Errorf("inbox: migrate: record %03d_%s: %w", m.version, m.name, err)
+		}
+		done = append(done, m)
+	}
+	return done, nil
 }
 
 // Migrate creates the schema if it is absent and applies, in order, every
@@ -237,16 +295,13 @@ func (i *Inbox) Migrate(ctx context.Context) error {
 	for _, v := range versions {
 		applied[int(v)] = true
 	}
-	for _, m := range i.migrations {
-		if applied[m.version] {
-			continue
-		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("inbox: migrate: apply %03d_%s: %w", m.version, m.name, err)
-		}
-		if _, err := tx.Exec(ctx, i.q.migrateRecord, m.version, m.name); err != nil {
-			return fmt.Errorf("inbox: migrate: record %03d_%s: %w", m.version, m.name, err)
-		}
+	_, err = applyMigrations(ctx, i.migrations, applied, i.q.migrateRecord,
+		func(ctx context.Context, sql string, args ...any) error {
+			_, err := tx.Exec(ctx, sql, args...)
+			return err
+		})
+	if err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("inbox: migrate: commit: %w", err)

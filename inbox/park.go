@@ -69,6 +69,37 @@ type ParkedFilter struct {
 // Header values are stored as JSON text: invalid UTF-8 and NUL bytes in
 // them are replaced by U+FFFD. The payload is stored byte for byte.
 func (i *Inbox) Park(ctx context.Context, consumer string, msg Message, attempts int, cause error) error {
+	return park(ctx, i.log, consumer, msg, attempts, cause, func(ctx context.Context, e parkEntry) (bool, error) {
+		var ts *time.Time
+		if !e.msg.Timestamp.IsZero() {
+			ts = &e.msg.Timestamp
+		}
+		rows, err := i.pool.Query(ctx, i.q.park, e.id, e.consumer, e.msg.ID, e.msg.EventType, e.msg.AggregateID,
+			e.msg.Topic, e.msg.Partition, e.msg.Offset, ts, e.headers, e.msg.Payload, e.error, e.attempts)
+		if err != nil {
+			return false, err
+		}
+		inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		return len(inserted) > 0, err
+	})
+}
+
+// parkEntry is a message made ready to be parked: its text cleaned, its
+// headers encoded, its error cut to size, a new entry id.
+type parkEntry struct {
+	id       uuid.UUID
+	consumer string
+	// msg has EventType, AggregateID and Topic cleaned.
+	msg      Message
+	headers  []byte // JSON object
+	error    string // cleaned, at most maxErrorBytes
+	attempts int
+}
+
+// park is Park on any database: insert stores e, reporting whether it was
+// new (false when the same record was parked before).
+func park(ctx context.Context, log *slog.Logger, consumer string, msg Message, attempts int, cause error,
+	insert func(context.Context, parkEntry) (bool, error)) error {
 	if consumer == "" {
 		return errors.New("inbox: park: empty consumer name")
 	}
@@ -84,40 +115,31 @@ func (i *Inbox) Park(ctx context.Context, consumer string, msg Message, attempts
 	if err != nil {
 		return fmt.Errorf("inbox: park message %s: encode headers: %w", msg.ID, err)
 	}
-	var ts *time.Time
-	if !msg.Timestamp.IsZero() {
-		ts = &msg.Timestamp
-	}
 	text := "unknown error"
 	if cause != nil {
 		text = cause.Error()
 	}
-	rows, err := i.pool.Query(ctx, i.q.park, id, consumer, msg.ID, cleanText(msg.EventType), cleanText(msg.AggregateID),
-		cleanText(msg.Topic), msg.Partition, msg.Offset, ts, headersJSON, msg.Payload,
-		truncate(cleanText(text), maxErrorBytes), attempts)
-	if err != nil {
-		return fmt.Errorf("inbox: park message %s: %w", msg.ID, err)
-	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	e := parkEntry{id: id, consumer: consumer, msg: msg, headers: headersJSON,
+		error: truncate(cleanText(text), maxErrorBytes), attempts: attempts}
+	e.msg.EventType, e.msg.AggregateID, e.msg.Topic = cleanText(msg.EventType), cleanText(msg.AggregateID), cleanText(msg.Topic)
+	inserted, err := insert(ctx, e)
 	if err != nil {
 		return fmt.Errorf("inbox: park message %s: %w", msg.ID, err)
 	}
 	attrs := append(msgAttrs(consumer, msg), slog.Int("attempts", attempts), slog.String("error", text))
-	if len(inserted) == 0 {
-		i.log.Info("inbox: message was parked already", attrs...)
+	if !inserted {
+		log.Info("inbox: message was parked already", attrs...)
 		return nil
 	}
-	i.log.Warn("inbox: message parked", append(attrs, slog.String("parked_id", id.String()))...)
+	log.Warn("inbox: message parked", append(attrs, slog.String("parked_id", id.String()))...)
 	return nil
 }
 
 // Parked lists parked messages that match f, oldest first.
 func (i *Inbox) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("inbox: parked: Limit %d must not be negative", f.Limit)
-	}
-	if f.Limit == 0 {
-		f.Limit = DefaultParkedLimit
+	f, err := f.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	rows, err := i.pool.Query(ctx, i.q.parked, f.Consumer, f.EventType, f.IncludeReplayed, f.Limit)
 	if err != nil {
@@ -128,6 +150,17 @@ func (i *Inbox) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
 		return nil, fmt.Errorf("inbox: parked: %w", err)
 	}
 	return out, nil
+}
+
+// withDefaults checks f and fills in its default Limit.
+func (f ParkedFilter) withDefaults() (ParkedFilter, error) {
+	if f.Limit < 0 {
+		return f, fmt.Errorf("inbox: parked: Limit %d must not be negative", f.Limit)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultParkedLimit
+	}
+	return f, nil
 }
 
 // Replay handles the parked message id of consumer again: it runs fn on it
@@ -142,25 +175,27 @@ func (i *Inbox) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
 // an error wrapping [ErrNotFound]; a message parked without a valid id
 // cannot be replayed (the error wraps [ErrMalformed]).
 func (i *Inbox) Replay(ctx context.Context, consumer string, id uuid.UUID, fn HandlerFunc) (Result, error) {
-	rows, err := i.pool.Query(ctx, i.q.parkedGet, id, consumer)
+	return replayTx(ctx, i.txOps(), consumer, id, fn, fn == nil)
+}
+
+// replayTx is Replay on any database. See [Inbox.Replay].
+func replayTx[T any](ctx context.Context, ops txOps[T], consumer string, id uuid.UUID,
+	fn func(context.Context, T, Message) error, nilFn bool) (Result, error) {
+	p, ok, err := ops.parkedGet(ctx, consumer, id)
 	if err != nil {
 		return 0, fmt.Errorf("inbox: replay %s: %w", id, err)
 	}
-	p, err := pgx.CollectExactlyOneRow(rows, scanParked)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !ok {
 		return 0, fmt.Errorf("%w: consumer %q has no parked message %s", ErrNotFound, consumer, id)
 	}
-	if err != nil {
+	if err := checkHandle(consumer, p.Message.ID, nilFn); err != nil {
 		return 0, fmt.Errorf("inbox: replay %s: %w", id, err)
 	}
-	if err := checkHandle(consumer, p.Message.ID, fn); err != nil {
-		return 0, fmt.Errorf("inbox: replay %s: %w", id, err)
-	}
-	res, err := i.handle(ctx, consumer, p.Message, func(ctx context.Context, tx pgx.Tx, msg Message) error {
+	res, err := handleTx(ctx, ops, consumer, p.Message, func(ctx context.Context, tx T, msg Message) error {
 		if err := fn(ctx, tx, msg); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, i.q.markReplayed, id); err != nil {
+		if err := ops.markReplayed(ctx, tx, id); err != nil {
 			return fmt.Errorf("mark replayed: %w", err)
 		}
 		return nil
@@ -169,13 +204,26 @@ func (i *Inbox) Replay(ctx context.Context, consumer string, id uuid.UUID, fn Ha
 		return 0, fmt.Errorf("inbox: replay %s: %w", id, err)
 	}
 	if res == Duplicate {
-		if _, err := i.pool.Exec(ctx, i.q.markReplayed, id); err != nil {
+		if err := ops.markReplayedNow(ctx, id); err != nil {
 			return 0, fmt.Errorf("inbox: replay %s: already processed; mark replayed: %w", id, err)
 		}
 	}
-	i.log.Info("inbox: parked message replayed", append(msgAttrs(consumer, p.Message),
+	ops.log.Info("inbox: parked message replayed", append(msgAttrs(consumer, p.Message),
 		slog.String("parked_id", id.String()), slog.String("result", res.String()))...)
 	return res, nil
+}
+
+// parkedGet reads one parked entry of consumer.
+func (i *Inbox) parkedGet(ctx context.Context, consumer string, id uuid.UUID) (Parked, bool, error) {
+	rows, err := i.pool.Query(ctx, i.q.parkedGet, id, consumer)
+	if err != nil {
+		return Parked{}, false, err
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, scanParked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Parked{}, false, nil
+	}
+	return p, err == nil, err
 }
 
 // scanParked reads one row of parked.sql or parked_get.sql.
@@ -191,6 +239,13 @@ func scanParked(row pgx.CollectableRow) (Parked, error) {
 	if err != nil {
 		return Parked{}, err
 	}
+	p.restore(ts, replay, headers)
+	return p, nil
+}
+
+// restore completes a parked entry read from the database: the optional
+// times, and the message's typed fields from its headers.
+func (p *Parked) restore(ts, replay *time.Time, headers map[string]string) {
 	if ts != nil {
 		p.Message.Timestamp = *ts
 	}
@@ -207,7 +262,6 @@ func scanParked(row pgx.CollectableRow) (Parked, error) {
 	p.Message.Headers = headers
 	_ = p.Message.readHeaders() // a malformed message was parked as it was
 	p.Message.ID, p.Message.AggregateID = id, aggregateID
-	return p, nil
 }
 
 // cleanText makes s storable as PostgreSQL text: valid UTF-8 without NUL.
