@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,14 +28,35 @@ const (
 	DefaultHandlerTimeout = 30 * time.Second
 	// DefaultMaxPollRecords is the default of Config.MaxPollRecords.
 	DefaultMaxPollRecords = 500
+	// DefaultLagRefresh is the default of Config.LagRefresh.
+	DefaultLagRefresh = 10 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by the error [New] returns for a Config it
 // cannot use; the message names the bad field.
 var ErrInvalidConfig = errors.New("consumer: invalid config")
 
-// Config configures a [Runner]. Brokers, Group, Topics, Inbox and Handler
-// are required.
+// Applier applies, parks and checks messages for the runner: an inbox with
+// its handler bound to it. [inbox.Inbox.Bind] (PostgreSQL) and
+// [inbox.SQLiteInbox.Bind] (SQLite) return one. Apply must have the
+// semantics of [inbox.Inbox.Handle]: the effect and the record of the
+// message commit together, a message applied before is reported as
+// [inbox.Duplicate], and an error leaves nothing behind.
+type Applier interface {
+	// Apply applies msg once for consumer.
+	Apply(ctx context.Context, consumer string, msg inbox.Message) (inbox.Result, error)
+	// Park keeps msg as a message consumer gave up on.
+	Park(ctx context.Context, consumer string, msg inbox.Message, attempts int, cause error) error
+	// Ping reports whether the database answers; the runner does not
+	// count attempts that failed while it does not.
+	Ping(ctx context.Context) error
+}
+
+// Compile-time proof that both inboxes, bound to a handler, are Appliers.
+var _ Applier = (*inbox.Bound)(nil)
+
+// Config configures a [Runner]. Brokers, Group and Topics are required, and
+// either Applier or both Inbox and Handler.
 type Config struct {
 	// Brokers are the seed brokers, as host:port. Required.
 	Brokers []string
@@ -50,11 +72,17 @@ type Config struct {
 	// Consumer is the name under which the inbox records processed
 	// messages and parks failed ones. Defaults to Group.
 	Consumer string
-	// Inbox deduplicates and parks messages. Required.
+	// Inbox deduplicates and parks messages in PostgreSQL. Required with
+	// Handler, unless Applier is set.
 	Inbox *inbox.Inbox
 	// Handler applies a message in the inbox's transaction; see
-	// [inbox.HandlerFunc]. Required.
+	// [inbox.HandlerFunc]. Required with Inbox, unless Applier is set.
 	Handler inbox.HandlerFunc
+	// Applier applies, deduplicates and parks messages; set it instead of
+	// Inbox and Handler, for example to sqliteInbox.Bind(handler) for a
+	// consumer on SQLite ([inbox.SQLiteInbox.Bind]). Inbox and Handler are
+	// the same as Applier: Inbox.Bind(Handler). Defaults to none.
+	Applier Applier
 
 	// MaxAttempts is the number of failed handler attempts after which a
 	// message is parked and its partition moves on. An error wrapping
@@ -80,6 +108,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks observe the runner (metrics). Optional.
 	Hooks Hooks
+	// LagRefresh is how often the runner asks the brokers for the high
+	// watermarks of its partitions, so that [Runner.Lag] stays true while
+	// fetching is paused (a partition whose worker has MaxPollRecords
+	// waiting is not fetched, and fetches are what carry the high
+	// watermark otherwise). Defaults to [DefaultLagRefresh]; a negative
+	// value turns the refresh off.
+	LagRefresh time.Duration
 	// ExtraOpts are passed to kgo.NewClient after the options built from
 	// the fields above, so they override them (session timeout, heartbeat
 	// interval, balancers). Do not turn autocommit back on or change the
@@ -100,6 +135,16 @@ type Hooks struct {
 	Parked func(msg inbox.Message, err error)
 	// Retried is called after a failed attempt that will be retried.
 	Retried func(msg inbox.Message, err error)
+	// Lag is called with a partition's lag: the records from the one
+	// after the last record this runner finished (handled or parked) up to
+	// the partition's high watermark (its end offset). It is called when a
+	// fetch or a refresh ([Config.LagRefresh]) brings a new high
+	// watermark and after each finished record. See [Runner.Lag].
+	Lag func(topic string, partition int32, lag int64)
+	// Unassigned is called when the runner stops handling a partition
+	// (revoked, lost, or the runner stopped): its lag is no longer this
+	// runner's to report.
+	Unassigned func(topic string, partition int32)
 }
 
 // topicRe is Kafka's rule for topic names.
@@ -118,6 +163,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = DefaultRetryMax
+	}
+	if c.LagRefresh == 0 {
+		c.LagRefresh = DefaultLagRefresh
 	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = DefaultHandlerTimeout
@@ -159,10 +207,14 @@ func (c Config) validate() error {
 		}
 	}
 	switch {
-	case c.Inbox == nil:
-		return bad("Inbox", "is required")
-	case c.Handler == nil:
-		return bad("Handler", "is required")
+	case c.Applier != nil && (c.Inbox != nil || c.Handler != nil):
+		return bad("Applier", "must not be set together with Inbox or Handler (set either Applier, or Inbox and Handler)")
+	case c.Applier == nil && c.Inbox == nil && c.Handler == nil:
+		return bad("Applier", "is required (or Inbox and Handler)")
+	case c.Applier == nil && c.Inbox == nil:
+		return bad("Inbox", "is required with Handler")
+	case c.Applier == nil && c.Handler == nil:
+		return bad("Handler", "is required with Inbox")
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "must be at least 1")
 	case c.RetryBase <= 0:

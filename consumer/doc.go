@@ -17,6 +17,13 @@
 //     (or the record was parked). A crash between the two redelivers the
 //     record, and the inbox absorbs it.
 //
+// # PostgreSQL or SQLite
+//
+// Config.Inbox and Config.Handler give the runner a PostgreSQL inbox and
+// its handler. Config.Applier takes any [Applier] instead, such as
+// [inbox.SQLiteInbox.Bind] of a handler for a consumer whose database is a
+// SQLite file; Inbox and Handler are the same as Applier: Inbox.Bind(Handler).
+//
 // # Order, retries and parking
 //
 // Each assigned partition has its own goroutine, which handles the

@@ -38,12 +38,7 @@ type env struct {
 func setup(t *testing.T, partitions int) *env {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions, SeedTopics: []string{topic},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(b.Close)
+	e := setupBroker(t, partitions)
 	ib, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -51,12 +46,7 @@ func setup(t *testing.T, partitions int) *env {
 	if err := ib.Migrate(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
-	e := &env{broker: b, pool: pool, schema: schema, inbox: ib, producer: producer}
+	e.pool, e.schema, e.inbox = pool, schema, ib
 	e.exec(t, `CREATE TABLE {{schema}}.effects (
 		n          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 		message_id uuid   NOT NULL,
@@ -66,6 +56,24 @@ func setup(t *testing.T, partitions int) *env {
 		record_offset bigint NOT NULL
 	)`)
 	return e
+}
+
+// setupBroker returns an env with only the broker (topic "orders") and the
+// producer, for tests that bring their own inbox as Config.Applier.
+func setupBroker(t *testing.T, partitions int) *env {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: partitions, SeedTopics: []string{topic},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(b.Close)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	return &env{broker: b, producer: producer}
 }
 
 // testLogger logs warnings to stderr with -v, and nothing otherwise.
@@ -157,8 +165,8 @@ func (e *env) apply(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 	return err
 }
 
-// start runs a Runner for cfg, with the env's broker, topic and inbox
-// filled in, until the returned stop is called or the test ends. stop
+// start runs a Runner for cfg, with the env's broker, topic and (unless
+// cfg.Applier is set) inbox and handler filled in, until the returned stop is called or the test ends. stop
 // checks that Run returned nil.
 func (e *env) start(t *testing.T, cfg consumer.Config) (stop func()) {
 	t.Helper()
@@ -168,10 +176,10 @@ func (e *env) start(t *testing.T, cfg consumer.Config) (stop func()) {
 	if cfg.Topics == nil {
 		cfg.Topics = []string{topic}
 	}
-	if cfg.Inbox == nil {
+	if cfg.Inbox == nil && cfg.Applier == nil {
 		cfg.Inbox = e.inbox
 	}
-	if cfg.Handler == nil {
+	if cfg.Handler == nil && cfg.Applier == nil {
 		cfg.Handler = e.apply
 	}
 	if cfg.Logger == nil {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
@@ -22,6 +25,7 @@ var ErrAlreadyRunning = errors.New("consumer: runner already ran")
 // [Runner.Run].
 type Runner struct {
 	cfg     Config
+	app     Applier // cfg.Applier, or cfg.Inbox bound to cfg.Handler
 	log     *slog.Logger
 	secOpts []kgo.Opt
 	ran     atomic.Bool
@@ -52,8 +56,13 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	app := cfg.Applier
+	if app == nil {
+		app = cfg.Inbox.Bind(cfg.Handler)
+	}
 	return &Runner{
 		cfg:     cfg,
+		app:     app,
 		log:     cfg.Logger.With(slog.String("group", cfg.Group), slog.String("consumer", cfg.Consumer)),
 		secOpts: secOpts,
 		workers: map[partitionKey]*worker{},
@@ -96,6 +105,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("consumer: new client: %w", err)
 	}
 	r.log.Info("consumer started", slog.Any("topics", r.cfg.Topics), slog.Int("max_attempts", r.cfg.MaxAttempts))
+	stopLag := func() {}
+	if r.cfg.LagRefresh > 0 {
+		lagCtx, cancel := context.WithCancel(ctx)
+		lagDone := make(chan struct{})
+		go func() { defer close(lagDone); r.refreshLag(lagCtx, cl) }()
+		stopLag = func() { cancel(); <-lagDone }
+	}
 
 	for {
 		fetches := cl.PollRecords(ctx, r.cfg.MaxPollRecords)
@@ -114,6 +130,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		cl.AllowRebalance()
 	}
 
+	stopLag()
 	r.stop(cl, nil, true)
 	cl.CloseAllowingRebalance()
 	r.log.Info("consumer stopped")
@@ -133,7 +150,91 @@ func (r *Runner) dispatch(cl *kgo.Client, p kgo.FetchTopicPartition) {
 		w = r.startLocked(cl, key)
 	}
 	r.mu.Unlock()
-	w.add(p.Records)
+	w.add(p.Records, p.HighWatermark)
+}
+
+// Lag returns the lag of each partition this runner handles, by topic and
+// partition: how many records from the one after the last record it
+// finished (handled or parked) up to the partition's high watermark, as
+// last seen in a fetch or a refresh (Config.LagRefresh). A partition is
+// missing until its first fetch brought a record. Lag is not the distance
+// from the group's committed offset: a record is counted as consumed once
+// its transaction committed, before its offset is committed.
+func (r *Runner) Lag() map[string]map[int32]int64 {
+	r.mu.Lock()
+	ws := make([]*worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		ws = append(ws, w)
+	}
+	r.mu.Unlock()
+	out := map[string]map[int32]int64{}
+	for _, w := range ws {
+		lag := w.lag()
+		if lag < 0 {
+			continue
+		}
+		if out[w.key.topic] == nil {
+			out[w.key.topic] = map[int32]int64{}
+		}
+		out[w.key.topic][w.key.partition] = lag
+	}
+	return out
+}
+
+// refreshLag asks the partitions' leaders for their high watermarks every
+// LagRefresh until ctx ends, for the partitions whose fetching is paused
+// (or idle), so that their lag does not go stale.
+func (r *Runner) refreshLag(ctx context.Context, cl *kgo.Client) {
+	t := time.NewTicker(r.cfg.LagRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		ws := make(map[partitionKey]*worker, len(r.workers))
+		maps.Copy(ws, r.workers)
+		r.mu.Unlock()
+		if len(ws) == 0 {
+			continue
+		}
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = 0 // the high watermark, as fetches report it
+		byTopic := map[string]int{}
+		for key := range ws {
+			i, ok := byTopic[key.topic]
+			if !ok {
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = key.topic
+				req.Topics = append(req.Topics, rt)
+				i = len(req.Topics) - 1
+				byTopic[key.topic] = i
+			}
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = key.partition
+			rp.Timestamp = -1 // latest
+			rp.CurrentLeaderEpoch = -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.LagRefresh)
+		resp, err := req.RequestWith(rctx, cl)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Debug("lag refresh failed", slog.Any("error", err))
+			}
+			continue
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if w := ws[partitionKey{rt.Topic, rp.Partition}]; w != nil && rp.ErrorCode == 0 {
+					w.setHighWatermark(rp.Offset)
+				}
+			}
+		}
+	}
 }
 
 // assigned starts a worker for each newly assigned partition.

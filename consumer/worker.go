@@ -41,6 +41,14 @@ type worker struct {
 	// offset after the last committed record (both used by run only).
 	finished  *kgo.Record
 	committed int64
+
+	// The partition's lag is hwm - pos (guarded by mu): hwm is its high
+	// watermark as last seen, pos the offset after the last finished
+	// record (before the first, the first record given to the worker);
+	// -1 while unknown. gone is set when the worker stops, after which
+	// nothing is reported (the Unassigned hook has the last word).
+	hwm, pos int64
+	gone     bool
 }
 
 func newWorker(r *Runner, cl *kgo.Client, key partitionKey) *worker {
@@ -50,15 +58,68 @@ func newWorker(r *Runner, cl *kgo.Client, key partitionKey) *worker {
 		wake: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
+		hwm:  -1, pos: -1,
 	}
+}
+
+// lagLocked is the partition's lag, or -1 while unknown. w.mu is held.
+func (w *worker) lagLocked() int64 {
+	if w.hwm < 0 || w.pos < 0 {
+		return -1
+	}
+	return max(0, w.hwm-w.pos)
+}
+
+// lag is the partition's lag, or -1 while unknown.
+func (w *worker) lag() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lagLocked()
+}
+
+// reportLocked passes the lag to the Lag hook, if known. w.mu is held, so
+// that reports reach the hook in the order of the changes.
+func (w *worker) reportLocked() {
+	if h := w.r.cfg.Hooks.Lag; h != nil && !w.gone {
+		if lag := w.lagLocked(); lag >= 0 {
+			h(w.key.topic, w.key.partition, lag)
+		}
+	}
+}
+
+// setHighWatermark records a high watermark read from a fetch or a
+// refresh; an older (lower) one than already known is ignored.
+func (w *worker) setHighWatermark(hwm int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if hwm > w.hwm {
+		w.hwm = hwm
+		w.reportLocked()
+	}
+}
+
+// finish records that rec was handled or parked.
+func (w *worker) finish(rec *kgo.Record) {
+	w.finished = rec
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pos = rec.Offset + 1
+	w.reportLocked()
 }
 
 // add queues records, in offset order after those queued before. When
 // MaxPollRecords or more wait, fetching of the partition is paused until
 // the worker takes them; the client then fetches from after the last
 // record it returned, so nothing is skipped.
-func (w *worker) add(recs []*kgo.Record) {
+func (w *worker) add(recs []*kgo.Record, hwm int64) {
 	w.mu.Lock()
+	if w.pos < 0 && len(recs) > 0 {
+		w.pos = recs[0].Offset
+	}
+	if hwm > w.hwm {
+		w.hwm = hwm
+	}
+	w.reportLocked()
 	w.queue = append(w.queue, recs...)
 	if len(w.queue) >= w.r.cfg.MaxPollRecords && !w.paused {
 		w.paused = true
@@ -96,6 +157,12 @@ func (w *worker) run() {
 		if w.commitOnStop {
 			w.commit()
 		}
+		w.mu.Lock()
+		w.gone = true
+		w.mu.Unlock()
+		if h := w.r.cfg.Hooks.Unassigned; h != nil {
+			h(w.key.topic, w.key.partition)
+		}
 	}()
 	for {
 		batch, ok := w.next()
@@ -106,7 +173,7 @@ func (w *worker) run() {
 			if !w.process(rec) {
 				return // stopped while retrying: rec is not finished
 			}
-			w.finished = rec
+			w.finish(rec)
 			if w.stopping() {
 				return
 			}
@@ -154,7 +221,7 @@ func (w *worker) process(rec *kgo.Record) bool {
 		attempts++
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(w.r.base, cfg.HandlerTimeout)
-		res, err := cfg.Inbox.Handle(ctx, cfg.Consumer, msg, cfg.Handler)
+		res, err := w.r.app.Apply(ctx, cfg.Consumer, msg)
 		cancel()
 		if err == nil {
 			latency := time.Since(start)
@@ -191,7 +258,7 @@ func (w *worker) process(rec *kgo.Record) bool {
 func (w *worker) databaseDown() bool {
 	ctx, cancel := context.WithTimeout(w.r.base, w.r.cfg.HandlerTimeout)
 	defer cancel()
-	return w.r.cfg.Inbox.Ping(ctx) != nil
+	return w.r.app.Ping(ctx) != nil
 }
 
 // park parks msg, retrying while the database refuses, so that the
@@ -201,7 +268,7 @@ func (w *worker) park(msg inbox.Message, attempts int, cause error) bool {
 	cfg := &w.r.cfg
 	for failures := 1; ; failures++ {
 		ctx, cancel := context.WithTimeout(w.r.base, cfg.HandlerTimeout)
-		err := cfg.Inbox.Park(ctx, cfg.Consumer, msg, attempts, cause)
+		err := w.r.app.Park(ctx, cfg.Consumer, msg, attempts, cause)
 		cancel()
 		if err == nil {
 			if h := cfg.Hooks.Parked; h != nil {
