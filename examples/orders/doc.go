@@ -23,5 +23,10 @@
 //   - [github.com/outbox-dev/outbox/examples/orders/inventory]: stock
 //     reservations (consumer group "inventory-service").
 //
-// The end-to-end test in internal/e2e runs them all as separate processes.
+// The services run on PostgreSQL (New, Handle) or on SQLite (NewSQLite,
+// HandleSQL) with the same business code: each reads its SQL per dialect
+// (sql/ and sql/sqlite/) and runs it through a small internal seam over
+// pgx and database/sql transactions. 'outbox demo' runs them all in one
+// process on SQLite files; the end-to-end test in internal/e2e runs them as
+// separate processes on PostgreSQL.
 package orders

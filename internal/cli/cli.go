@@ -53,6 +53,7 @@ var commands = []func(*app) *cobra.Command{
 	newCleanupCommand,
 	newBenchCommand,
 	newExampleCommand,
+	newDemoCommand,
 }
 
 // app is what every command shares: the output streams, the environment,

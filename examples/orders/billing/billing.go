@@ -17,6 +17,7 @@ package billing
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
+	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
 	"github.com/outbox-dev/outbox/inbox"
 )
 
@@ -62,8 +64,10 @@ const (
 
 // Config configures [Billing].
 type Config struct {
-	// Schema holds billing's tables (invoices, credit_notes). It must match
-	// ^[a-z_][a-z0-9_]{0,62}$. Defaults to "billing".
+	// Schema holds billing's tables (invoices, credit_notes) on PostgreSQL.
+	// It must match ^[a-z_][a-z0-9_]{0,62}$. Defaults to "billing". On
+	// SQLite the tables are the database file's own, and Schema is not
+	// used.
 	Schema string
 	// Logger receives a line per invoice and credit note, with the order
 	// and message ids. Defaults to slog.Default().
@@ -72,9 +76,9 @@ type Config struct {
 
 // Billing applies order events to invoices. It is safe for concurrent use.
 type Billing struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	q    struct{ schema, insertInvoice, lockInvoice, getInvoice, updateInvoice, insertCreditNote, getCreditNote string }
+	db  txdb.DB
+	cfg Config
+	q   struct{ schema, insertInvoice, lockInvoice, getInvoice, updateInvoice, insertCreditNote, getCreditNote string }
 }
 
 // Invoice is an order's invoice.
@@ -107,15 +111,34 @@ type CreditNote struct {
 	CreatedAt time.Time
 }
 
-//go:embed sql/*.sql
+// sqlFiles are billing's SQL texts: PostgreSQL's in sql/, SQLite's in
+// sql/sqlite/.
+//
+//go:embed sql
 var sqlFiles embed.FS
 
-// New returns billing on pool. It does not touch the database; call
+// New returns billing on the PostgreSQL database pool; run [Billing.Handle]
+// through the PostgreSQL inbox. It does not touch the database; call
 // [Billing.Migrate] to create the tables.
 func New(pool *pgxpool.Pool, cfg Config) (*Billing, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pool is nil", ErrInvalidConfig)
 	}
+	return newBilling(txdb.Postgres(pool), cfg)
+}
+
+// NewSQLite returns billing on the SQLite database db (from
+// sqlitestore.Open), which also holds its inbox; run [Billing.HandleSQL]
+// through the SQLite inbox. It does not touch the database; call
+// [Billing.Migrate] to create the tables.
+func NewSQLite(db *sql.DB, cfg Config) (*Billing, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: db is nil", ErrInvalidConfig)
+	}
+	return newBilling(txdb.SQLiteDB(db), cfg)
+}
+
+func newBilling(db txdb.DB, cfg Config) (*Billing, error) {
 	if cfg.Schema == "" {
 		cfg.Schema = DefaultSchema
 	}
@@ -125,17 +148,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Billing, error) {
 	if err := pgschema.Check(cfg.Schema); err != nil {
 		return nil, fmt.Errorf("%w: Schema: %v", ErrInvalidConfig, err)
 	}
-	b := &Billing{pool: pool, cfg: cfg}
-	for dst, name := range map[*string]string{
+	b := &Billing{db: db, cfg: cfg}
+	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
 		&b.q.schema: "schema.sql", &b.q.insertInvoice: "insert_invoice.sql", &b.q.lockInvoice: "lock_invoice.sql",
 		&b.q.getInvoice: "get_invoice.sql", &b.q.updateInvoice: "update_invoice.sql",
 		&b.q.insertCreditNote: "insert_credit_note.sql", &b.q.getCreditNote: "get_credit_note.sql",
-	} {
-		sql, err := sqlFiles.ReadFile("sql/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("billing: read embedded %s: %w", name, err)
-		}
-		*dst = pgschema.Render(string(sql), cfg.Schema)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: %w", err)
 	}
 	return b, nil
 }
@@ -146,7 +166,7 @@ func (b *Billing) Schema() string { return b.cfg.Schema }
 // Migrate creates billing's schema and tables if they are missing. It is
 // idempotent and safe when several instances start at once.
 func (b *Billing) Migrate(ctx context.Context) error {
-	if err := pgschema.Apply(ctx, b.pool, "billing", b.cfg.Schema, b.q.schema); err != nil {
+	if err := txdb.Migrate(ctx, b.db, "billing", b.cfg.Schema, b.q.schema); err != nil {
 		return fmt.Errorf("billing: migrate: %w", err)
 	}
 	return nil
@@ -164,7 +184,19 @@ func (b *Billing) Migrate(ctx context.Context) error {
 // Other event types are skipped. An unknown version or a broken payload
 // gives an error wrapping inbox.ErrPermanent (park it); an event that
 // comes before the one it follows gives one wrapping [ErrOutOfOrder].
+//
+// Handle is for billing on PostgreSQL ([New]); on SQLite use [Billing.HandleSQL].
 func (b *Billing) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
+	return b.handle(ctx, txdb.Pgx(tx), msg)
+}
+
+// HandleSQL is [Billing.Handle] for billing on SQLite ([NewSQLite]), in the
+// SQLite inbox's transaction: an inbox.SQLHandlerFunc.
+func (b *Billing) HandleSQL(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
+	return b.handle(ctx, txdb.SQL(tx), msg)
+}
+
+func (b *Billing) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message) error {
 	ev, err := events.Decode(msg)
 	if errors.Is(err, events.ErrUnknownEventType) {
 		b.cfg.Logger.Debug("billing: skipping an event type it does not use", slog.String("event_type", msg.EventType),
@@ -206,16 +238,16 @@ func (b *Billing) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) erro
 }
 
 // invoice creates the order's invoice unless it has one.
-func (b *Billing) invoice(ctx context.Context, tx pgx.Tx, log *slog.Logger, eventID uuid.UUID, e events.OrderPlaced) error {
+func (b *Billing) invoice(ctx context.Context, tx txdb.Tx, log *slog.Logger, eventID uuid.UUID, e events.OrderPlaced) error {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("billing: new invoice id: %w", err)
 	}
-	tag, err := tx.Exec(ctx, b.q.insertInvoice, id, e.OrderID, e.CustomerID, e.Total.AmountMinor, e.Total.Currency, e.Version, eventID)
+	n, err := tx.Exec(ctx, b.q.insertInvoice, id, e.OrderID, e.CustomerID, e.Total.AmountMinor, e.Total.Currency, e.Version, eventID)
 	if err != nil {
 		return fmt.Errorf("billing: insert invoice of order %s: %w", e.OrderID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		log.Info("billing: order has an invoice already; OrderPlaced ignored")
 		return nil
 	}
@@ -226,10 +258,10 @@ func (b *Billing) invoice(ctx context.Context, tx pgx.Tx, log *slog.Logger, even
 
 // apply changes the order's invoice with change, if the event's version is
 // above the invoice's, and writes the credit note change returns, if any.
-func (b *Billing) apply(ctx context.Context, tx pgx.Tx, log *slog.Logger, msg inbox.Message, orderID string, version int64,
+func (b *Billing) apply(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, orderID string, version int64,
 	change func(*Invoice) (*CreditNote, error)) error {
 	inv, err := scanInvoice(tx.QueryRow(ctx, b.q.lockInvoice, orderID))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, txdb.ErrNoRows) {
 		return fmt.Errorf("%w: %s (version %d) of order %s, which has no invoice yet", ErrOutOfOrder, msg.EventType, version, orderID)
 	}
 	if err != nil {
@@ -265,8 +297,8 @@ func (b *Billing) apply(ctx context.Context, tx pgx.Tx, log *slog.Logger, msg in
 
 // Invoice returns the order's invoice, or an error wrapping [ErrNotFound].
 func (b *Billing) Invoice(ctx context.Context, orderID string) (Invoice, error) {
-	inv, err := scanInvoice(b.pool.QueryRow(ctx, b.q.getInvoice, orderID))
-	if errors.Is(err, pgx.ErrNoRows) {
+	inv, err := scanInvoice(b.db.QueryRow(ctx, b.q.getInvoice, orderID))
+	if errors.Is(err, txdb.ErrNoRows) {
 		return Invoice{}, fmt.Errorf("%w: no invoice for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -279,8 +311,8 @@ func (b *Billing) Invoice(ctx context.Context, orderID string) (Invoice, error) 
 // [ErrNotFound].
 func (b *Billing) CreditNote(ctx context.Context, orderID string) (CreditNote, error) {
 	var n CreditNote
-	err := b.pool.QueryRow(ctx, b.q.getCreditNote, orderID).Scan(&n.ID, &n.OrderID, &n.InvoiceID, &n.AmountMinor, &n.Currency, &n.EventID, &n.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err := b.db.QueryRow(ctx, b.q.getCreditNote, orderID).Scan(&n.ID, &n.OrderID, &n.InvoiceID, &n.AmountMinor, &n.Currency, &n.EventID, &n.CreatedAt)
+	if errors.Is(err, txdb.ErrNoRows) {
 		return CreditNote{}, fmt.Errorf("%w: no credit note for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -289,7 +321,7 @@ func (b *Billing) CreditNote(ctx context.Context, orderID string) (CreditNote, e
 	return n, nil
 }
 
-func scanInvoice(row pgx.Row) (Invoice, error) {
+func scanInvoice(row txdb.Row) (Invoice, error) {
 	var (
 		inv    Invoice
 		paidAt *time.Time

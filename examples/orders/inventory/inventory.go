@@ -19,6 +19,7 @@ package inventory
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -35,8 +36,10 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
+	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
 	"github.com/outbox-dev/outbox/inbox"
 	"github.com/outbox-dev/outbox/store/pgstore"
+	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
 
 const (
@@ -71,12 +74,15 @@ const (
 
 // Config configures an [Inventory].
 type Config struct {
-	// Schema holds the inventory's tables (stock, reservations). It must
-	// match ^[a-z_][a-z0-9_]{0,62}$. Defaults to "inventory".
+	// Schema holds the inventory's tables (stock, reservations) on
+	// PostgreSQL. It must match ^[a-z_][a-z0-9_]{0,62}$. Defaults to
+	// "inventory". On SQLite the tables are the database file's own, and
+	// Schema is not used.
 	Schema string
-	// Outbox is the inventory's outbox: StockReserved, StockRejected and
-	// StockReleased are enqueued to it in the handler's transaction, so it
-	// must be in the same database. Required.
+	// Outbox is the inventory's outbox on PostgreSQL: StockReserved,
+	// StockRejected and StockReleased are enqueued to it in the handler's
+	// transaction, so it must be in the same database. Required by [New];
+	// must be nil for [NewSQLite], which takes a SQLite outbox.
 	Outbox *pgstore.Store
 	// Topic is the topic of the inventory's events. Defaults to
 	// events.TopicInventory ("inventory").
@@ -91,9 +97,10 @@ type Config struct {
 
 // Inventory applies order events to stock. It is safe for concurrent use.
 type Inventory struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	q    struct {
+	db     txdb.DB
+	outbox txdb.Outbox
+	cfg    Config
+	q      struct {
 		schema, seed, claim, lockStock, moveStock, lockReservation, getReservation, updateReservation, getStock string
 	}
 }
@@ -112,17 +119,46 @@ type Reservation struct {
 	UpdatedAt time.Time
 }
 
-//go:embed sql/*.sql
+// sqlFiles are the inventory's SQL texts: PostgreSQL's in sql/, SQLite's
+// in sql/sqlite/.
+//
+//go:embed sql
 var sqlFiles embed.FS
 
-// New returns the inventory on pool. It does not touch the database; call
-// [Inventory.Migrate] to create and seed the tables.
+// New returns the inventory on the PostgreSQL database pool, with its
+// outbox Config.Outbox; run [Inventory.Handle] through the PostgreSQL
+// inbox. It does not touch the database; call [Inventory.Migrate] to create
+// and seed the tables.
 func New(pool *pgxpool.Pool, cfg Config) (*Inventory, error) {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
-	}
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pool is nil", ErrInvalidConfig)
+	}
+	if cfg.Outbox == nil {
+		return nil, fmt.Errorf("%w: Outbox is required", ErrInvalidConfig)
+	}
+	return newInventory(txdb.Postgres(pool), txdb.PgOutbox(cfg.Outbox), cfg)
+}
+
+// NewSQLite returns the inventory on the SQLite database db (from
+// sqlitestore.Open), which also holds its inbox and its outbox ob; run
+// [Inventory.HandleSQL] through the SQLite inbox. Config.Outbox must be
+// nil. It does not touch the database; call [Inventory.Migrate] to create
+// and seed the tables (and ob.Migrate for the outbox's).
+func NewSQLite(db *sql.DB, ob *sqlitestore.Store, cfg Config) (*Inventory, error) {
+	switch {
+	case db == nil:
+		return nil, fmt.Errorf("%w: db is nil", ErrInvalidConfig)
+	case ob == nil:
+		return nil, fmt.Errorf("%w: the SQLite outbox is required", ErrInvalidConfig)
+	case cfg.Outbox != nil:
+		return nil, fmt.Errorf("%w: Outbox must be nil for NewSQLite (it takes the SQLite outbox)", ErrInvalidConfig)
+	}
+	return newInventory(txdb.SQLiteDB(db), txdb.SQLiteOutbox(ob), cfg)
+}
+
+func newInventory(db txdb.DB, ob txdb.Outbox, cfg Config) (*Inventory, error) {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}
 	if cfg.Schema == "" {
 		cfg.Schema = DefaultSchema
@@ -139,9 +175,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inventory, error) {
 	if err := pgschema.Check(cfg.Schema); err != nil {
 		return nil, bad("Schema", "%v", err)
 	}
-	if cfg.Outbox == nil {
-		return nil, bad("Outbox", "is required")
-	}
 	if err := outbox.Validate(outbox.Limits{}, outbox.Message{AggregateType: "x", AggregateID: "x", EventType: "x", Topic: cfg.Topic, Payload: []byte("{}")}); err != nil {
 		return nil, bad("Topic", "%q is not a valid Kafka topic name", cfg.Topic)
 	}
@@ -150,18 +183,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inventory, error) {
 			return nil, bad("Stock", "%q: %d must be a SKU of 1-64 letters, digits, '.', '_' or '-' and a quantity of 0 or more", sku, n)
 		}
 	}
-	inv := &Inventory{pool: pool, cfg: cfg}
-	for dst, name := range map[*string]string{
+	inv := &Inventory{db: db, outbox: ob, cfg: cfg}
+	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
 		&inv.q.schema: "schema.sql", &inv.q.seed: "seed_stock.sql", &inv.q.claim: "claim_reservation.sql",
 		&inv.q.lockStock: "lock_stock.sql", &inv.q.moveStock: "move_stock.sql",
 		&inv.q.lockReservation: "lock_reservation.sql", &inv.q.getReservation: "get_reservation.sql",
 		&inv.q.updateReservation: "update_reservation.sql", &inv.q.getStock: "get_stock.sql",
-	} {
-		sql, err := sqlFiles.ReadFile("sql/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("inventory: read embedded %s: %w", name, err)
-		}
-		*dst = pgschema.Render(string(sql), cfg.Schema)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	return inv, nil
 }
@@ -173,7 +203,7 @@ func (inv *Inventory) Schema() string { return inv.cfg.Schema }
 // and gives the SKUs of Config.Stock that have no stock row theirs. It is
 // idempotent and safe when several instances start at once.
 func (inv *Inventory) Migrate(ctx context.Context) error {
-	if err := pgschema.Apply(ctx, inv.pool, "inventory", inv.cfg.Schema, inv.q.schema); err != nil {
+	if err := txdb.Migrate(ctx, inv.db, "inventory", inv.cfg.Schema, inv.q.schema); err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)
 	}
 	skus := slices.Sorted(maps.Keys(inv.cfg.Stock))
@@ -181,7 +211,7 @@ func (inv *Inventory) Migrate(ctx context.Context) error {
 	for i, s := range skus {
 		units[i] = inv.cfg.Stock[s]
 	}
-	if _, err := inv.pool.Exec(ctx, inv.q.seed, skus, units); err != nil {
+	if _, err := inv.db.Exec(ctx, inv.q.seed, skus, units); err != nil {
 		return fmt.Errorf("inventory: seed stock: %w", err)
 	}
 	return nil
@@ -198,7 +228,21 @@ func (inv *Inventory) Migrate(ctx context.Context) error {
 //
 // Other event types are skipped. An unknown version or a broken payload
 // gives an error wrapping inbox.ErrPermanent (park it).
+//
+// Handle is for the inventory on PostgreSQL ([New]); on SQLite use
+// [Inventory.HandleSQL].
 func (inv *Inventory) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
+	return inv.handle(ctx, txdb.Pgx(tx), msg)
+}
+
+// HandleSQL is [Inventory.Handle] for the inventory on SQLite
+// ([NewSQLite]), in the SQLite inbox's transaction: an
+// inbox.SQLHandlerFunc.
+func (inv *Inventory) HandleSQL(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
+	return inv.handle(ctx, txdb.SQL(tx), msg)
+}
+
+func (inv *Inventory) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message) error {
 	ev, err := events.Decode(msg)
 	if errors.Is(err, events.ErrUnknownEventType) {
 		inv.cfg.Logger.Debug("inventory: skipping an event type it does not use", slog.String("event_type", msg.EventType),
@@ -220,7 +264,7 @@ func (inv *Inventory) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) 
 	return nil
 }
 
-func (inv *Inventory) reserve(ctx context.Context, tx pgx.Tx, log *slog.Logger, msg inbox.Message, e events.OrderPlaced) error {
+func (inv *Inventory) reserve(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, e events.OrderPlaced) error {
 	if len(e.Items) == 0 {
 		log.Info("inventory: order has no items; nothing to reserve")
 		return nil
@@ -229,25 +273,17 @@ func (inv *Inventory) reserve(ctx context.Context, tx pgx.Tx, log *slog.Logger, 
 	if err != nil {
 		return fmt.Errorf("inventory: encode items: %w", err)
 	}
-	tag, err := tx.Exec(ctx, inv.q.claim, e.OrderID, itemsJSON, msg.ID)
+	claimed, err := tx.Exec(ctx, inv.q.claim, e.OrderID, itemsJSON, msg.ID)
 	if err != nil {
 		return fmt.Errorf("inventory: insert reservation of order %s: %w", e.OrderID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if claimed == 0 {
 		log.Info("inventory: order has a reservation already; OrderPlaced ignored")
 		return nil
 	}
 	skus, units := columns(e.Items)
-	rows, err := tx.Query(ctx, inv.q.lockStock, skus)
+	available, err := inv.lockStock(ctx, tx, skus)
 	if err != nil {
-		return fmt.Errorf("inventory: lock stock: %w", err)
-	}
-	available := map[string]int64{}
-	var (
-		sku string
-		n   int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&sku, &n}, func() error { available[sku] = n; return nil }); err != nil {
 		return fmt.Errorf("inventory: lock stock: %w", err)
 	}
 	var rejected []events.RejectedLine
@@ -279,11 +315,32 @@ func (inv *Inventory) reserve(ctx context.Context, tx pgx.Tx, log *slog.Logger, 
 	return inv.publish(ctx, tx, msg, events.StockReserved{OrderID: e.OrderID, Items: e.Items, ReservedAt: now})
 }
 
+// lockStock reads, and on PostgreSQL locks, the available units of skus.
+func (inv *Inventory) lockStock(ctx context.Context, tx txdb.Tx, skus []string) (map[string]int64, error) {
+	rows, err := tx.Query(ctx, inv.q.lockStock, skus)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	available := map[string]int64{}
+	for rows.Next() {
+		var (
+			sku string
+			n   int64
+		)
+		if err := rows.Scan(&sku, &n); err != nil {
+			return nil, err
+		}
+		available[sku] = n
+	}
+	return available, rows.Err()
+}
+
 // settle releases (to StatusReleased) or ships (to StatusShipped) the
 // order's reservation, if it is RESERVED.
-func (inv *Inventory) settle(ctx context.Context, tx pgx.Tx, log *slog.Logger, msg inbox.Message, orderID, to string) error {
+func (inv *Inventory) settle(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, orderID, to string) error {
 	r, err := scanReservation(tx.QueryRow(ctx, inv.q.lockReservation, orderID))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, txdb.ErrNoRows) {
 		log.Info("inventory: no reservation to settle", slog.String("event_type", msg.EventType))
 		return nil
 	}
@@ -313,13 +370,13 @@ func (inv *Inventory) settle(ctx context.Context, tx pgx.Tx, log *slog.Logger, m
 }
 
 // publish enqueues e to the inventory's outbox in tx, caused by msg.
-func (inv *Inventory) publish(ctx context.Context, tx pgx.Tx, cause inbox.Message, e events.Event) error {
+func (inv *Inventory) publish(ctx context.Context, tx txdb.Tx, cause inbox.Message, e events.Event) error {
 	m, err := events.Message(e, inv.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
 	m.CausationID = cause.ID.String()
-	if err := inv.cfg.Outbox.Enqueue(ctx, tx, m); err != nil {
+	if err := inv.outbox.Enqueue(ctx, tx, m); err != nil {
 		return fmt.Errorf("inventory: enqueue %s: %w", e.EventType(), err)
 	}
 	return nil
@@ -337,8 +394,8 @@ func columns(items []events.Item) ([]string, []int64) {
 // Reservation returns the order's reservation, or an error wrapping
 // [ErrNotFound].
 func (inv *Inventory) Reservation(ctx context.Context, orderID string) (Reservation, error) {
-	r, err := scanReservation(inv.pool.QueryRow(ctx, inv.q.getReservation, orderID))
-	if errors.Is(err, pgx.ErrNoRows) {
+	r, err := scanReservation(inv.db.QueryRow(ctx, inv.q.getReservation, orderID))
+	if errors.Is(err, txdb.ErrNoRows) {
 		return Reservation{}, fmt.Errorf("%w: no reservation for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -350,8 +407,8 @@ func (inv *Inventory) Reservation(ctx context.Context, orderID string) (Reservat
 // Stock returns the units of sku that are available and reserved, or an
 // error wrapping [ErrNotFound].
 func (inv *Inventory) Stock(ctx context.Context, sku string) (available, reserved int64, err error) {
-	err = inv.pool.QueryRow(ctx, inv.q.getStock, sku).Scan(&available, &reserved)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = inv.db.QueryRow(ctx, inv.q.getStock, sku).Scan(&available, &reserved)
+	if errors.Is(err, txdb.ErrNoRows) {
 		return 0, 0, fmt.Errorf("%w: no SKU %q", ErrNotFound, sku)
 	}
 	if err != nil {
@@ -360,7 +417,7 @@ func (inv *Inventory) Stock(ctx context.Context, sku string) (available, reserve
 	return available, reserved, nil
 }
 
-func scanReservation(row pgx.Row) (Reservation, error) {
+func scanReservation(row txdb.Row) (Reservation, error) {
 	var (
 		r                       Reservation
 		itemsJSON, rejectedJSON []byte

@@ -1,5 +1,6 @@
 // Package orderservice is the order service of the seeds' order system:
-// an HTTP JSON API over PostgreSQL that writes every change of an order
+// an HTTP JSON API over PostgreSQL ([New]) or SQLite ([NewSQLite]) that
+// writes every change of an order
 // and its event to the outbox in one transaction, so that an event exists
 // if and only if the change committed.
 //

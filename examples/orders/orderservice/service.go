@@ -3,6 +3,7 @@ package orderservice
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -11,14 +12,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
+	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
 	"github.com/outbox-dev/outbox/examples/orders/money"
 	"github.com/outbox-dev/outbox/store/pgstore"
+	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
 
 // Defaults of [Config].
@@ -135,13 +137,17 @@ type Order struct {
 
 // Config configures a [Service].
 type Config struct {
-	// Pool is the database of the orders. Required.
+	// Pool is the PostgreSQL database of the orders. Required by [New];
+	// must be nil for [NewSQLite].
 	Pool *pgxpool.Pool
 	// Outbox is the store the order events are enqueued to, in the
-	// transaction of the order's change. Required.
+	// transaction of the order's change. Required by [New]; must be nil
+	// for [NewSQLite].
 	Outbox *pgstore.Store
-	// Schema holds the service's tables (orders, idempotency_keys). It
-	// must match ^[a-z_][a-z0-9_]{0,62}$. Defaults to "orders".
+	// Schema holds the service's tables (orders, idempotency_keys) on
+	// PostgreSQL. It must match ^[a-z_][a-z0-9_]{0,62}$. Defaults to
+	// "orders". On SQLite the tables are the database file's own, and
+	// Schema is not used.
 	Schema string
 	// Topic is the Kafka topic of the order events. Defaults to
 	// events.TopicOrders ("orders").
@@ -177,15 +183,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate() error {
+func (c Config) validate(sqlite bool) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case c.Pool == nil:
+	case !sqlite && c.Pool == nil:
 		return bad("Pool", "is required")
-	case c.Outbox == nil:
+	case !sqlite && c.Outbox == nil:
 		return bad("Outbox", "is required")
+	case sqlite && (c.Pool != nil || c.Outbox != nil):
+		return bad("Pool/Outbox", "must be nil for NewSQLite (it takes the SQLite database and outbox)")
 	case c.PlacedVersion != 1 && c.PlacedVersion != 2:
 		return bad("PlacedVersion", "must be 1 or 2, not %d", c.PlacedVersion)
 	case c.MaxBodyBytes < 0:
@@ -202,39 +210,63 @@ func (c Config) validate() error {
 
 // Service is the order service. It is safe for concurrent use.
 type Service struct {
-	cfg Config
-	q   queries
+	cfg    Config
+	db     txdb.DB
+	outbox txdb.Outbox
+	q      queries
 }
 
 type queries struct {
 	schema, claimKey, getKey, insertOrder, getOrder, lockOrder, updateStatus string
 }
 
-//go:embed sql/*.sql
+// sqlFiles are the service's SQL texts: PostgreSQL's in sql/, SQLite's in
+// sql/sqlite/.
+//
+//go:embed sql
 var sqlFiles embed.FS
 
-// New returns the service. It does not touch the database; call
-// [Service.Migrate] to create its tables.
+// New returns the service on PostgreSQL (Config.Pool and Config.Outbox).
+// It does not touch the database; call [Service.Migrate] to create its
+// tables.
 func New(cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg}
-	for _, f := range []struct {
-		dst  *string
-		name string
-	}{
-		{&s.q.schema, "schema.sql"}, {&s.q.claimKey, "claim_idempotency_key.sql"},
-		{&s.q.getKey, "get_idempotency_key.sql"}, {&s.q.insertOrder, "insert_order.sql"},
-		{&s.q.getOrder, "get_order.sql"}, {&s.q.lockOrder, "lock_order.sql"},
-		{&s.q.updateStatus, "update_status.sql"},
-	} {
-		b, err := sqlFiles.ReadFile("sql/" + f.name)
-		if err != nil {
-			return nil, fmt.Errorf("orderservice: read embedded %s: %w", f.name, err)
-		}
-		*f.dst = pgschema.Render(string(b), cfg.Schema)
+	return newService(cfg, txdb.Postgres(cfg.Pool), txdb.PgOutbox(cfg.Outbox))
+}
+
+// NewSQLite returns the service on a SQLite database: db, from
+// sqlitestore.Open, holds the service's tables and outbox, the store of
+// its events on the same db. Config.Pool and Config.Outbox must be nil;
+// Config.Schema is not used. It does not touch the database; call
+// [Service.Migrate] to create its tables (and outbox.Migrate for the
+// outbox's).
+func NewSQLite(db *sql.DB, outbox *sqlitestore.Store, cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(true); err != nil {
+		return nil, err
+	}
+	switch {
+	case db == nil:
+		return nil, fmt.Errorf("%w: db is required", ErrInvalidConfig)
+	case outbox == nil:
+		return nil, fmt.Errorf("%w: outbox is required", ErrInvalidConfig)
+	}
+	return newService(cfg, txdb.SQLiteDB(db), txdb.SQLiteOutbox(outbox))
+}
+
+func newService(cfg Config, db txdb.DB, ob txdb.Outbox) (*Service, error) {
+	s := &Service{cfg: cfg, db: db, outbox: ob}
+	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
+		&s.q.schema: "schema.sql", &s.q.claimKey: "claim_idempotency_key.sql",
+		&s.q.getKey: "get_idempotency_key.sql", &s.q.insertOrder: "insert_order.sql",
+		&s.q.getOrder: "get_order.sql", &s.q.lockOrder: "lock_order.sql",
+		&s.q.updateStatus: "update_status.sql",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("orderservice: %w", err)
 	}
 	return s, nil
 }
@@ -244,9 +276,10 @@ func (s *Service) Schema() string { return s.cfg.Schema }
 
 // Migrate creates the service's schema and tables if they are missing. It
 // is idempotent and safe when several instances start at once. (The outbox
-// tables are the outbox's: pgstore.Store.Migrate or 'outbox migrate'.)
+// tables are the outbox's: pgstore.Store.Migrate or 'outbox migrate', or
+// sqlitestore.Store.Migrate.)
 func (s *Service) Migrate(ctx context.Context) error {
-	if err := pgschema.Apply(ctx, s.cfg.Pool, "orderservice", s.cfg.Schema, s.q.schema); err != nil {
+	if err := txdb.Migrate(ctx, s.db, "orderservice", s.cfg.Schema, s.q.schema); err != nil {
 		return fmt.Errorf("orderservice: migrate: %w", err)
 	}
 	return nil
@@ -297,7 +330,7 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 		return Order{}, false, fmt.Errorf("orderservice: encode items: %w", err)
 	}
 
-	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx txdb.Tx) error {
 		if idempotencyKey != "" {
 			first, found, err := s.claimIdempotencyKey(ctx, tx, idempotencyKey, req, amountMinor, order)
 			if err != nil || found {
@@ -309,7 +342,7 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 			itemsJSON, order.Status, order.Version, order.CreatedAt, order.UpdatedAt); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		return s.cfg.Outbox.Enqueue(ctx, tx, msg)
+		return s.outbox.Enqueue(ctx, tx, msg)
 	})
 	if err != nil {
 		if errors.Is(err, ErrIdempotencyKeyReused) {
@@ -327,17 +360,17 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 // claimIdempotencyKey records key for order in tx. If the key was recorded
 // before, it returns the first response and found true, or
 // ErrIdempotencyKeyReused when that was for another request.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx pgx.Tx, key string, req PlaceOrder, amountMinor int64, order Order) (Order, bool, error) {
+func (s *Service) claimIdempotencyKey(ctx context.Context, tx txdb.Tx, key string, req PlaceOrder, amountMinor int64, order Order) (Order, bool, error) {
 	hash := requestHash(req, amountMinor)
 	response, err := json.Marshal(order)
 	if err != nil {
 		return Order{}, false, fmt.Errorf("encode response: %w", err)
 	}
-	tag, err := tx.Exec(ctx, s.q.claimKey, key, hash, order.ID, response)
+	n, err := tx.Exec(ctx, s.q.claimKey, key, hash, order.ID, response)
 	if err != nil {
 		return Order{}, false, fmt.Errorf("record idempotency key: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
+	if n == 1 {
 		return Order{}, false, nil
 	}
 	var firstHash, firstResponse []byte
@@ -386,8 +419,8 @@ func (s *Service) placedEvent(o Order) events.Event {
 
 // Get returns the order with id, or an error wrapping [ErrNotFound].
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (Order, error) {
-	o, err := scanOrder(s.cfg.Pool.QueryRow(ctx, s.q.getOrder, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	o, err := scanOrder(s.db.QueryRow(ctx, s.q.getOrder, id))
+	if errors.Is(err, txdb.ErrNoRows) {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -443,9 +476,9 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, action string) (
 		order Order
 		msgID uuid.UUID
 	)
-	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx txdb.Tx) error {
 		o, err := scanOrder(tx.QueryRow(ctx, s.q.lockOrder, id))
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, txdb.ErrNoRows) {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		if err != nil {
@@ -468,7 +501,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, action string) (
 		if err != nil {
 			return fmt.Errorf("new message id: %w", err)
 		}
-		if err := s.cfg.Outbox.Enqueue(ctx, tx, msg); err != nil {
+		if err := s.outbox.Enqueue(ctx, tx, msg); err != nil {
 			return err
 		}
 		order, msgID = o, msg.ID
@@ -512,7 +545,7 @@ func transitionEvent(o Order, action string, previous Status) events.Event {
 // microseconds, so that what Place returns equals what Get reads back.
 func (s *Service) now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func scanOrder(row pgx.Row) (Order, error) {
+func scanOrder(row txdb.Row) (Order, error) {
 	var (
 		o         Order
 		itemsJSON []byte

@@ -1,0 +1,2 @@
+-- Inventory.Stock (primary key).
+SELECT available, reserved FROM stock WHERE sku = ?1
