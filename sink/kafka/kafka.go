@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,6 +19,24 @@ type Sink struct {
 	cfg       Config
 	client    *kgo.Client
 	closeOnce sync.Once
+
+	// inProducer holds the records handed to the producer whose outcome
+	// is not known yet, by topic and event id (see Publish).
+	mu         sync.Mutex
+	inProducer map[copyKey]*pending
+}
+
+// copyKey identifies a record in the producer: its topic and event id.
+type copyKey struct {
+	topic string
+	id    uuid.UUID
+}
+
+// pending is the outcome of a record in the producer: err is set before
+// done is closed.
+type pending struct {
+	done chan struct{}
+	err  error
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -68,7 +87,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new client: %w", err)
 	}
-	return &Sink{cfg: cfg, client: client}, nil
+	return &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending)}, nil
 }
 
 // Topic returns the topic rec is published to: the message's own Topic if
@@ -102,9 +121,17 @@ func (s *Sink) Topic(rec outbox.Record) string {
 // never puts two records of one aggregate into one call.
 //
 // When ctx is done first, the records not yet acknowledged get an error
-// wrapping ctx.Err() (an [sink.ErrUnavailable] error). The broker may still
-// write such a record afterwards, so a retry can publish it twice: delivery
-// is at least once, and consumers deduplicate by the eventId header.
+// wrapping ctx.Err() (an [sink.ErrUnavailable] error), but they stay in the
+// producer, which writes them if the broker comes back (with the
+// idempotent producer, a record whose request may have reached the broker
+// can never be taken back). A later Publish of a record with the same
+// topic and event id while that copy is still in the producer does not
+// produce another copy: it waits for the outcome of the one there. So a
+// relay that retries a message during a broker outage, claim after claim,
+// puts one copy on the topic, not one per attempt. Copies from other
+// processes (another relay that took the message over after its lease
+// expired) are not seen: delivery is at least once, and consumers
+// deduplicate by the eventId header.
 //
 // When a broker refuses a batch of several records as too large
 // (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), which happens when a topic's
@@ -143,7 +170,20 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 	// (ctx done) never block the producer.
 	results := make(chan result, len(krecs))
 	for i, kr := range krecs {
-		s.client.Produce(ctx, kr, func(_ *kgo.Record, err error) { results <- result{i, err} })
+		p, attached := s.track(kr)
+		if attached {
+			go func() {
+				<-p.done
+				results <- result{i, p.err}
+			}()
+			continue
+		}
+		// The producer's ctx only bounds its wait for buffer space; a
+		// record that got in stays there until its outcome.
+		s.client.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+			s.settle(kr, p, err)
+			results <- result{i, err}
+		})
 	}
 	acked := make([]bool, len(krecs))
 	collect := func(r result) {
@@ -174,6 +214,50 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 			return
 		}
 	}
+}
+
+// track returns the pending outcome of kr: that of a copy of kr still in
+// the producer (attached), or a new one that the caller must produce and
+// settle.
+func (s *Sink) track(kr *kgo.Record) (p *pending, attached bool) {
+	key, ok := keyOf(kr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		if p, found := s.inProducer[key]; found {
+			return p, true
+		}
+	}
+	p = &pending{done: make(chan struct{})}
+	if ok {
+		s.inProducer[key] = p
+	}
+	return p, false
+}
+
+// settle records the producer's outcome of kr.
+func (s *Sink) settle(kr *kgo.Record, p *pending, err error) {
+	if key, ok := keyOf(kr); ok {
+		s.mu.Lock()
+		if s.inProducer[key] == p {
+			delete(s.inProducer, key)
+		}
+		s.mu.Unlock()
+	}
+	p.err = err
+	close(p.done)
+}
+
+// keyOf returns kr's topic and event id; ok is false when the eventId
+// header is missing or not a UUID (Record always sets it).
+func keyOf(kr *kgo.Record) (copyKey, bool) {
+	for _, h := range kr.Headers {
+		if h.Key == HeaderEventID {
+			id, err := uuid.ParseBytes(h.Value)
+			return copyKey{kr.Topic, id}, err == nil
+		}
+	}
+	return copyKey{}, false
 }
 
 // errEarlierFailed is the (retriable) error of a record not retried because
