@@ -101,6 +101,8 @@ type queries struct {
 	cleanupSent, cleanupDiscarded, cleanupCutoff string
 
 	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
+
+	partitionCheck, partitionAttempts string
 }
 
 //go:embed queries/*.sql
@@ -154,6 +156,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.cursorDelete, "republish_cursor_delete.sql"},
 		{&o.q.cursorAdvance, "republish_cursor_advance.sql"},
 		{&o.q.republishBatch, "republish_batch.sql"},
+		{&o.q.partitionCheck, "partition_check.sql"},
+		{&o.q.partitionAttempts, "partition_attempts.sql"},
 	} {
 		b, err := queryFiles.ReadFile("queries/" + f.file)
 		if err != nil {

@@ -39,9 +39,18 @@ type Config struct {
 	PublishTimeout time.Duration
 	// PollInterval is how often an idle relay looks for due messages when
 	// it is not woken by a notification. After finding work it looks again
-	// at once, and after an empty claim it waits 1ms, doubling up to
-	// PollInterval, so a busy relay never waits long. Defaults to 1s.
+	// at once, and after an empty claim it polls as IdleAfter says, so a
+	// busy relay never waits long. Defaults to 1s.
 	PollInterval time.Duration
+	// IdleAfter is how long claims must keep finding nothing before the
+	// relay registers as idle with the store's notifier and waits for a
+	// notification (or PollInterval). Until then it claims again after
+	// 1ms, then every 2ms. While a relay is registered, every
+	// transaction that enqueues sends a NOTIFY, which serializes the
+	// writers' commits; a relay that merely keeps up with the writers
+	// (its claims empty now and then) must not make them pay for that.
+	// Defaults to 50ms; negative registers after the first empty claim.
+	IdleAfter time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.
 	// Defaults to false.
@@ -73,6 +82,7 @@ const (
 	DefaultWorkers               = 2
 	DefaultLease                 = 30 * time.Second
 	DefaultPollInterval          = time.Second
+	DefaultIdleAfter             = 50 * time.Millisecond
 	DefaultMaxAttempts           = 10
 	DefaultRetryBase             = time.Second
 	DefaultRetryMax              = 300 * time.Second
@@ -100,6 +110,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = DefaultIdleAfter
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts

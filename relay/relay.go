@@ -200,27 +200,38 @@ func (r *Relay) Run(ctx context.Context) error {
 	return r.Stop(stopCtx)
 }
 
+// maxQuietPoll caps the delay between the poller's claims during
+// Config.IdleAfter.
+const maxQuietPoll = 2 * time.Millisecond
+
 // minRegistration is the shortest idle registration (store.Notifier.Idle);
 // it is renewed while the relay stays idle and withdrawn when it finds work.
 const minRegistration = 30 * time.Second
 
 // work is one claim-publish-mark loop. After a claim that found work a
-// worker claims again at once, so a busy relay never waits. The poller (one
-// worker) handles idleness: after an empty claim it registers as idle with
-// the store.Notifier, so that writers notify it, claims once more (a commit
-// whose trigger ran before the registration did not notify), and then waits
-// for a notification or PollInterval. Writers pay for NOTIFY (it serializes
-// commits) only while a relay waits idle; under a steady backlog nobody
-// notifies. The other workers sleep until someone finds work or a
+// worker claims again at once, so a busy relay never waits; with a store
+// that implements store.MarkClaimer the next claim travels with the mark of
+// the batch just published, in one round trip. The poller (one worker)
+// handles idleness: after an empty claim it registers as idle with the
+// store.Notifier (after Config.IdleAfter of empty claims, polling every
+// 1 to 2 ms meanwhile), so that writers notify it, claims once more (a
+// commit whose trigger ran before the registration did not notify), and then
+// waits for a notification or PollInterval. Writers pay for NOTIFY (it
+// serializes commits) only while a relay waits idle; under a steady backlog
+// nobody notifies. The other workers sleep until someone finds work or a
 // notification arrives. An idle relay sends about one query per
 // PollInterval.
 func (r *Relay) work(poller bool) {
 	var (
 		dbBackoff       time.Duration
 		registeredUntil time.Time // our idle registration with the notifier
+		next            *batch    // claimed with the last mark, not yet published
+		quietSince      time.Time // first empty claim since the last one that found work
+		quietPoll       time.Duration
 	)
 	registration := max(minRegistration, r.cfg.PollInterval+5*time.Second)
 	defer func() {
+		r.release(next, "stopping")
 		if !registeredUntil.IsZero() { // writers need not notify a stopped relay
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -238,31 +249,62 @@ func (r *Relay) work(poller bool) {
 			return
 		}
 		if d := r.backoff.remaining(); d > 0 {
+			// The broker is unreachable: give a batch claimed before that
+			// was known back rather than let its lease run down.
+			r.release(next, "broker unavailable")
+			next = nil
 			if !r.sleep(d) {
 				return
 			}
 			continue
 		}
-		woken := r.wake.wait() // taken before the claim so no wake-up is lost
-		n, err := r.runBatch()
-		switch {
-		case err != nil:
-			dbBackoff = min(max(2*dbBackoff, 100*time.Millisecond), 5*time.Second)
-			r.log.Warn("claim failed", slog.Any("error", err), slog.Duration("retry_in", dbBackoff))
-			if !r.sleep(dbBackoff) {
-				return
+		b := next
+		next = nil
+		if b == nil {
+			var err error
+			b, err = r.claim()
+			if err != nil {
+				dbBackoff = min(max(2*dbBackoff, 100*time.Millisecond), 5*time.Second)
+				r.log.Warn("claim failed", slog.Any("error", err), slog.Duration("retry_in", dbBackoff))
+				if !r.sleep(dbBackoff) {
+					return
+				}
+				continue
 			}
-			continue
-		case n > 0:
-			dbBackoff = 0
+		}
+		dbBackoff = 0
+		if len(b.claim.Records) > 0 {
+			quietSince, quietPoll = time.Time{}, 0
 			if !registeredUntil.IsZero() {
 				registeredUntil = time.Time{}
 				r.notify(func(ctx context.Context) error { return r.notifier.Busy(ctx, r.cfg.ID) })
 			}
 			r.wake.broadcast() // more may be due: let the other workers join in
+			next = r.runBatch(b)
 			continue
 		}
-		dbBackoff = 0
+		if poller && r.notifier != nil && registeredUntil.IsZero() && r.cfg.IdleAfter > 0 {
+			// Claims came back empty, but maybe only because this relay
+			// keeps up. Registering as idle would make every enqueue
+			// NOTIFY, which serializes the writers' commits: poll a while
+			// first.
+			if quietSince.IsZero() {
+				quietSince = time.Now()
+			}
+			if time.Since(quietSince) < r.cfg.IdleAfter {
+				quietPoll = min(max(2*quietPoll, time.Millisecond), maxQuietPoll)
+				t := time.NewTimer(quietPoll)
+				select {
+				case <-r.stopping:
+					t.Stop()
+					return
+				case <-b.woken:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
+		}
 		if poller && r.notifier != nil && time.Until(registeredUntil) < r.cfg.PollInterval+5*time.Second {
 			if r.notify(func(ctx context.Context) error { return r.notifier.Idle(ctx, r.cfg.ID, registration) }) {
 				registeredUntil = time.Now().Add(registration)
@@ -272,10 +314,65 @@ func (r *Relay) work(poller bool) {
 		select {
 		case <-r.stopping:
 			return
-		case <-woken:
+		case <-b.woken:
 		case <-ticker:
 		}
 	}
+}
+
+// batch is the result of one claim.
+type batch struct {
+	claim store.Claim
+	// start is when the claim was sent: the lease runs from there.
+	start time.Time
+	// woken was taken before the claim, so that a wake-up after it is not
+	// lost when the claim found nothing.
+	woken <-chan struct{}
+}
+
+// claim claims a batch on its own.
+func (r *Relay) claim() (*batch, error) {
+	b := &batch{woken: r.wake.wait(), start: time.Now()}
+	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.Lease/2)
+	defer cancel()
+	c, err := r.cfg.Store.Claim(ctx, r.claimParams())
+	if err != nil {
+		return nil, fmt.Errorf("relay: claim: %w", err)
+	}
+	b.claim = c
+	r.claimed(c)
+	return b, nil
+}
+
+func (r *Relay) claimParams() store.ClaimParams {
+	return store.ClaimParams{Owner: r.cfg.ID, Limit: r.cfg.BatchSize, Lease: r.cfg.Lease}
+}
+
+func (r *Relay) claimed(c store.Claim) {
+	if len(c.Records) > 0 && r.cfg.Hooks.Claimed != nil {
+		r.cfg.Hooks.Claimed(len(c.Records))
+	}
+}
+
+// release gives the messages of a batch that was claimed but not published
+// back (nil or empty: nothing to do).
+func (r *Relay) release(b *batch, why string) {
+	if b == nil || len(b.claim.Records) == 0 {
+		return
+	}
+	seqs := make([]int64, len(b.claim.Records))
+	for i, rec := range b.claim.Records {
+		seqs[i] = rec.Seq
+	}
+	n, err := r.mark(b.start.Add(r.cfg.Lease), func(ctx context.Context) (int64, error) {
+		return r.cfg.Store.Release(ctx, b.claim.Token, seqs)
+	})
+	if err != nil {
+		r.log.Error("release failed; the messages become due when the lease expires", slog.Any("error", err))
+		return
+	}
+	r.fenced(b.claim.Token, len(seqs), n)
+	r.log.Debug("released claimed messages before publishing them", slog.String("reason", why), slog.Int64("messages", n))
 }
 
 // notify runs an Idle or Busy call with a short timeout; a failure only
@@ -311,23 +408,12 @@ func (r *Relay) sleep(d time.Duration) bool {
 	}
 }
 
-// runBatch claims, publishes and marks one batch. It returns the number of
-// messages claimed.
-func (r *Relay) runBatch() (int, error) {
-	claimCtx, cancel := context.WithTimeout(r.sendCtx, r.cfg.Lease/2)
-	claimStart := time.Now()
-	claim, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{Owner: r.cfg.ID, Limit: r.cfg.BatchSize, Lease: r.cfg.Lease})
-	cancel()
-	if err != nil {
-		return 0, fmt.Errorf("relay: claim: %w", err)
-	}
+// runBatch publishes and marks a claimed batch. If the store can, and the
+// relay is neither stopping nor pausing, the mark of what was sent also
+// claims the next batch, which runBatch returns (nil otherwise).
+func (r *Relay) runBatch(b *batch) *batch {
+	claim, claimStart := b.claim, b.start
 	recs := claim.Records
-	if len(recs) == 0 {
-		return 0, nil
-	}
-	if r.cfg.Hooks.Claimed != nil {
-		r.cfg.Hooks.Claimed(len(recs))
-	}
 	// The lease ends Lease after the claim; stop waiting for the broker well
 	// before, so that no ack arrives for a message another relay may own.
 	leaseEnd := claimStart.Add(r.cfg.Lease)
@@ -386,10 +472,34 @@ func (r *Relay) runBatch() (int, error) {
 		r.backoff.reset()
 	}
 
+	var next *batch
 	if len(sent) > 0 {
-		n, err := r.mark(leaseEnd, func(ctx context.Context) (int64, error) {
-			return r.cfg.Store.MarkSent(ctx, claim.Token, sent)
-		})
+		var (
+			n    int64
+			err  error
+			done bool
+		)
+		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
+			!r.isStopping() && r.backoff.remaining() <= 0 {
+			nb := &batch{woken: r.wake.wait(), start: time.Now()}
+			ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)
+			var c store.Claim
+			n, c, err = mc.MarkSentAndClaim(ctx, claim.Token, sent, r.claimParams())
+			cancel()
+			if err == nil {
+				done = true
+				nb.claim = c
+				r.claimed(c)
+				next = nb
+			} else {
+				r.log.Warn("mark and claim failed; marking alone", slog.Any("error", err))
+			}
+		}
+		if !done {
+			n, err = r.mark(leaseEnd, func(ctx context.Context) (int64, error) {
+				return r.cfg.Store.MarkSent(ctx, claim.Token, sent)
+			})
+		}
 		if err != nil {
 			r.log.Error("mark sent failed; the messages will be sent again after the lease expires",
 				slog.Any("error", err), slog.Int("messages", len(sent)))
@@ -445,7 +555,7 @@ func (r *Relay) runBatch() (int, error) {
 			r.log.Info("released unsent messages on shutdown", slog.Int64("messages", n))
 		}
 	}
-	return len(recs), nil
+	return next
 }
 
 // mark runs a state change, retrying transient database errors (a killed
@@ -545,10 +655,12 @@ func (b *unavailableBackoff) next() time.Duration {
 	return b.cur
 }
 
+// remaining is how long the current pause has left: 0 when there is none
+// (another worker may have reset it since this one failed).
 func (b *unavailableBackoff) remaining() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return time.Until(b.until)
+	return max(0, time.Until(b.until))
 }
 
 func (b *unavailableBackoff) reset() {

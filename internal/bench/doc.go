@@ -11,9 +11,10 @@
 //
 //   - drain: a backlog of Config.Backlog messages (analyzed after loading)
 //     drained four times. The database-only ceiling: the store's own Claim
-//     and MarkSent in a tight loop, with the relay's batch size and as many
-//     loops as the relay has workers, publishing nothing, so the SQL is the
-//     relay's by construction. End to end with one relay. The ceiling again
+//     and MarkSent (MarkSentAndClaim, one round trip, when the store has
+//     it, as the relay uses it) in a tight loop, with the relay's batch
+//     size and as many loops as the relay has workers, publishing nothing,
+//     so the SQL is the relay's by construction. End to end with one relay. The ceiling again
 //     with as many loops as Config.Relays relays have workers, and end to
 //     end with Config.Relays relays (in-process, each with its own pool and
 //     Kafka client). The report gives each relay rate as a ratio of the

@@ -43,8 +43,8 @@ func (r *runner) runDrain(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// drainCeiling drains a backlog with the store's own Claim and MarkSent in
-// concurrent loops of Relay.BatchSize, publishing nothing: the relay's SQL
+// drainCeiling drains a backlog with the store's own Claim and MarkSent (or
+// MarkSentAndClaim) in concurrent loops of Relay.BatchSize, publishing nothing: the relay's SQL
 // with the broker taken out. It returns messages per second.
 func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
 	batch := r.cfg.Relay.BatchSize
@@ -95,14 +95,24 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
 }
 
 // claimMarkLoop is the relay's claim-publish-mark loop with a publish that
-// does nothing: claim a batch, mark it sent, until want are marked.
+// does nothing: claim a batch, mark it sent, until want are marked. With a
+// store.MarkClaimer it marks and claims the next batch in one call, as the
+// relay does, so that the ceiling runs the relay's SQL in the relay's round
+// trips.
 func (r *runner) claimMarkLoop(ctx context.Context, q store.Queue, batch int, marked *atomic.Int64, want int64) error {
 	p := store.ClaimParams{Owner: "bench-ceiling", Limit: batch, Lease: r.cfg.Relay.Lease}
 	seqs := make([]int64, 0, batch)
+	mc, combined := q.(store.MarkClaimer)
+	var next *store.Claim
 	for marked.Load() < want {
-		c, err := q.Claim(ctx, p)
-		if err != nil {
-			return err
+		var c store.Claim
+		if next != nil {
+			c, next = *next, nil
+		} else {
+			var err error
+			if c, err = q.Claim(ctx, p); err != nil {
+				return err
+			}
 		}
 		if len(c.Records) == 0 {
 			// The rest is in flight with another loop.
@@ -116,6 +126,15 @@ func (r *runner) claimMarkLoop(ctx context.Context, q store.Queue, batch int, ma
 		seqs = seqs[:0]
 		for _, rec := range c.Records {
 			seqs = append(seqs, rec.Seq)
+		}
+		if combined {
+			n, nc, err := mc.MarkSentAndClaim(ctx, c.Token, seqs, p)
+			if err != nil {
+				return err
+			}
+			marked.Add(n)
+			next = &nc
+			continue
 		}
 		n, err := q.MarkSent(ctx, c.Token, seqs)
 		if err != nil {

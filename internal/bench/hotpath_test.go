@@ -23,9 +23,15 @@ import (
 
 // benchStore returns a migrated store in a schema of the benchmark's own.
 func benchStore(b *testing.B) (*pgstore.Store, func(n int)) {
+	return benchStoreWith(b, pgstore.Config{})
+}
+
+// benchStoreWith is benchStore with a store configuration (Schema is set).
+func benchStoreWith(b *testing.B, cfg pgstore.Config) (*pgstore.Store, func(n int)) {
 	b.Helper()
 	pool, schema := pgtest.Schema(b)
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	cfg.Schema = schema
+	st, err := pgstore.New(pool, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,6 +82,50 @@ func BenchmarkClaimMark(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*relay.DefaultBatchSize)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkMarkClaim is the relay's loop with a store.MarkClaimer: the
+// mark of batch N and the claim of batch N+1 in one round trip, as the
+// relay runs it. The sub-benchmarks compare the store settings that matter
+// for it: the relay's commits with and without waiting for the WAL flush,
+// and claims from the claim floor or always from the start.
+//
+//	go test ./internal/bench -run '^$' -bench MarkClaim -benchtime 2000x
+func BenchmarkMarkClaim(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		cfg  pgstore.Config
+	}{
+		{"default", pgstore.Config{}},
+		{"synchronous", pgstore.Config{SynchronousRelayCommits: true}},
+		{"no-floor", pgstore.Config{FullClaimInterval: -1}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			st, load := benchStoreWith(b, v.cfg)
+			load(b.N*relay.DefaultBatchSize + relay.DefaultBatchSize)
+			ctx := context.Background()
+			p := store.ClaimParams{Owner: "bench", Limit: relay.DefaultBatchSize, Lease: time.Minute}
+			c, err := st.Claim(ctx, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seqs := make([]int64, 0, relay.DefaultBatchSize)
+			b.ResetTimer()
+			for range b.N {
+				seqs = seqs[:0]
+				for _, rec := range c.Records {
+					seqs = append(seqs, rec.Seq)
+				}
+				if _, c, err = st.MarkSentAndClaim(ctx, c.Token, seqs, p); err != nil {
+					b.Fatal(err)
+				}
+				if len(c.Records) == 0 {
+					b.Fatal("nothing to claim")
+				}
+			}
+			b.ReportMetric(float64(b.N*relay.DefaultBatchSize)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
 }
 
 // BenchmarkEnqueue is the application's side: one transaction that

@@ -52,7 +52,7 @@ func (r *runner) runIdle(ctx context.Context, rep *Report) error {
 }
 
 // wireCounter counts what a pool sends: statements, through a pgx
-// QueryTracer, and socket writes, through a wrapped DialFunc. Both carry
+// QueryTracer and BatchTracer, and socket writes, through a wrapped DialFunc. Both carry
 // over to the LISTEN connection, which pgstore opens with a copy of the
 // pool's connection configuration.
 type wireCounter struct {
@@ -81,6 +81,19 @@ func (t statementTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx
 }
 
 func (statementTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The statements of a pgx batch (pgstore sends the relay's claims and marks
+// as batches, several statements in one round trip) count one each.
+
+func (statementTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (t statementTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	t.n.Add(1)
+}
+
+func (statementTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // countingConn counts Write calls: pgx writes each request (a statement,
 // a ping, a sync) with one call, TLS or not.

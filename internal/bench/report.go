@@ -159,8 +159,9 @@ type FixedRateReport struct {
 // IdleReport is what an idle relay sends to PostgreSQL.
 type IdleReport struct {
 	WindowSeconds float64 `json:"windowSeconds"`
-	// Statements counts queries through pgx (QueryTracer), on the pool and
-	// on the LISTEN connection.
+	// Statements counts queries through pgx (QueryTracer and BatchTracer:
+	// each statement of a batch counts), on the pool and on the LISTEN
+	// connection. A batch of several statements is one round trip.
 	Statements          int64   `json:"statements"`
 	StatementsPerSecond float64 `json:"statementsPerSecond"`
 	// RoundTrips counts writes to the database sockets: statements plus

@@ -62,7 +62,7 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	if i := rep.Idle; i != nil {
 		p("IDLE: a relay on an empty outbox for %.0f s", i.WindowSeconds)
-		p("  statements (pgx)\t%d\t%s/s", i.Statements, human(i.StatementsPerSecond))
+		p("  statements (pgx; several in one round trip when batched)\t%d\t%s/s", i.Statements, human(i.StatementsPerSecond))
 		p("  round trips (socket writes, incl. pings and LISTEN)\t%d\t%s/s", i.RoundTrips, human(i.RoundTripsPerSecond))
 		p("")
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outbox-dev/outbox/ops"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 func newCleanupCommand(a *app) *cobra.Command {
@@ -18,6 +20,8 @@ func newCleanupCommand(a *app) *cobra.Command {
 		includeDiscarded bool
 		actor            string
 		asJSON           bool
+		partitions       bool
+		ahead            int
 	)
 	cmd := &cobra.Command{
 		Use:     "cleanup --older-than AGE",
@@ -36,12 +40,21 @@ With --every it runs now and then at that interval until SIGINT/SIGTERM,
 as a retention job beside the relay. Each run that deletes something is
 recorded in the audit log.
 
+With --partitions, on an outbox made by 'outbox migrate --partitioned', it
+drops whole partitions instead of deleting rows: every partition whose time
+range ended more than --older-than ago, unless it still holds an unsent
+message, a dead letter or (without --include-discarded) a discarded one,
+which it keeps and names with the reason. It also creates the partitions up
+to --partitions-ahead intervals ahead. Run it at least once per partition
+interval (--every 1h), or let the relay do it (--cleanup-older-than).
+
 Keep the retention longer than the longest 'outbox replay' you may need:
 deleted events cannot be replayed. See docs/operations.md for autovacuum
 settings that keep the table compact.`,
 		Example: `  outbox cleanup --older-than 7d
   outbox cleanup --older-than 30d --include-discarded --pause 100ms
-  outbox cleanup --older-than 7d --every 1h`,
+  outbox cleanup --older-than 7d --every 1h
+  outbox cleanup --partitions --older-than 7d --every 1h`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -57,11 +70,21 @@ settings that keep the table compact.`,
 			case every < 0:
 				return flagError("every", "must not be negative, not %s", formatAge(every))
 			}
+			if !partitions && changed(cmd.Flags(), "partitions-ahead") {
+				return flagError("partitions", "is required with --partitions-ahead")
+			}
+			if ahead < 0 {
+				return flagError("partitions-ahead", "must not be negative, not %d", ahead)
+			}
 			o, pool, err := a.openOps(ctx, "cleanup", ops.Config{})
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
+			if partitions {
+				return a.cleanupPartitions(ctx, o, ops.PartitionConfig{OlderThan: olderThan, Ahead: ahead,
+					IncludeDiscarded: includeDiscarded, Actor: actor}, every, asJSON)
+			}
 			cfg := ops.CleanupConfig{OlderThan: olderThan, BatchSize: batchSize, Pause: pause,
 				IncludeDiscarded: includeDiscarded, Actor: actor}
 			if every > 0 {
@@ -93,7 +116,68 @@ settings that keep the table compact.`,
 	fs.Var(ageValue{&every}, "every", "run at this `interval` until stopped, instead of once")
 	fs.StringVar(&actor, "actor", "", actorFlagUsage)
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&partitions, "partitions", false, "drop whole partitions of a partitioned outbox instead of deleting rows, and create partitions ahead")
+	fs.IntVar(&ahead, "partitions-ahead", pgstore.DefaultPartitionsAhead, "partitions to keep created after the current one (with --partitions)")
 	return cmd
+}
+
+// cleanupPartitions is "cleanup --partitions": once, or every interval.
+func (a *app) cleanupPartitions(ctx context.Context, o *ops.Ops, cfg ops.PartitionConfig, every time.Duration, asJSON bool) error {
+	if every > 0 {
+		if err := o.MaintainPartitionsEvery(ctx, cfg, every); err != nil && !errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return nil
+	}
+	res, err := o.MaintainPartitions(ctx, cfg)
+	if errors.Is(err, pgstore.ErrNotPartitioned) {
+		return fmt.Errorf("%w; create it with 'outbox migrate --partitioned', or drop --partitions to delete rows", err)
+	}
+	if asJSON {
+		out := partitionsJSON{Cutoff: res.Cutoff, Created: res.Created, DroppedRows: res.DroppedRows,
+			Dropped: []string{}, Kept: []keptJSON{}}
+		for _, p := range res.Dropped {
+			out.Dropped = append(out.Dropped, p.Name)
+		}
+		for _, k := range res.Kept {
+			out.Kept = append(out.Kept, keptJSON{k.Name, k.Reason, k.Unsent, k.DeadLetters, k.Discarded})
+		}
+		if out.Created == nil {
+			out.Created = []string{}
+		}
+		if jerr := writeJSON(a.stdout, out); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	for _, name := range res.Created {
+		fmt.Fprintf(a.stdout, "created partition %s\n", name)
+	}
+	for _, p := range res.Dropped {
+		fmt.Fprintf(a.stdout, "dropped partition %s (created before %s)\n", p.Name, p.To.UTC().Format(time.RFC3339))
+	}
+	for _, k := range res.Kept {
+		fmt.Fprintf(a.stdout, "kept partition %s: %s\n", k.Name, k.Reason)
+	}
+	fmt.Fprintf(a.stdout, "%d partition(s) created, %d dropped (about %d rows), %d kept past the cutoff %s\n",
+		len(res.Created), len(res.Dropped), res.DroppedRows, len(res.Kept), res.Cutoff.UTC().Format(time.RFC3339))
+	return err
+}
+
+type partitionsJSON struct {
+	Cutoff      time.Time  `json:"cutoff"`
+	Created     []string   `json:"created"`
+	Dropped     []string   `json:"dropped"`
+	DroppedRows int64      `json:"droppedRowsEstimated"`
+	Kept        []keptJSON `json:"kept"`
+}
+
+type keptJSON struct {
+	Name        string `json:"name"`
+	Reason      string `json:"reason"`
+	Unsent      int64  `json:"unsent"`
+	DeadLetters int64  `json:"deadLetters"`
+	Discarded   int64  `json:"discarded"`
 }
 
 type cleanupJSON struct {

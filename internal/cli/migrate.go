@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +11,12 @@ import (
 )
 
 func newMigrateCommand(a *app) *cobra.Command {
-	var list bool
+	var (
+		list        bool
+		partitioned bool
+		interval    = 24 * time.Hour
+		ahead       int
+	)
 	cmd := &cobra.Command{
 		Use:     "migrate",
 		GroupID: "database",
@@ -24,10 +30,21 @@ It is safe to run at every deploy: what is applied is skipped, all pending
 migrations are applied in one transaction, and processes that run it at the
 same time wait for each other. It prints the versions now in place.
 
+With --partitioned it then makes outbox_messages a table partitioned by
+created_at, one partition per --partition-interval (1d by default; a whole
+number of hours), and creates the default partition and the partitions up
+to --partitions-ahead intervals ahead. A table with rows keeps them, as the
+partition outbox_messages_legacy (its indexes are reused; the new primary
+key is built on it, under a lock that stops writes while it builds: stop
+the relays, and run 'outbox cleanup' first on a large table). Retention then
+drops whole partitions: 'outbox cleanup --partitions', or the relay's
+--cleanup-older-than. The change is one-way and the interval is fixed.
+
 With --list it only prints the migrations this binary carries, without
 connecting to the database.`,
 		Example: `  outbox migrate --database-url postgres://app@localhost:5432/app
   OUTBOX_DATABASE_URL=postgres://app@db/app OUTBOX_SCHEMA=events outbox migrate
+  outbox migrate --partitioned --partition-interval 1d
   outbox migrate --list`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,11 +52,26 @@ connecting to the database.`,
 				printMigrations(a.stdout, pgstore.Migrations())
 				return nil
 			}
+			switch {
+			case !partitioned && (changed(cmd.Flags(), "partition-interval") || changed(cmd.Flags(), "partitions-ahead")):
+				return flagError("partitioned", "is required with --partition-interval and --partitions-ahead")
+			case partitioned && (interval < time.Hour || interval%time.Hour != 0):
+				return flagError("partition-interval", "must be a whole number of hours, at least 1h, not %s", formatAge(interval))
+			case ahead < 0:
+				return flagError("partitions-ahead", "must not be negative, not %d", ahead)
+			}
 			st, pool, err := a.openStore(cmd.Context(), "migrate", 2)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
+			if partitioned {
+				st, err = pgstore.New(pool, pgstore.Config{Schema: a.schema, Logger: a.logger,
+					Partitioning: pgstore.Partitioning{Interval: interval, Ahead: ahead}})
+				if err != nil {
+					return err
+				}
+			}
 			if err := st.Migrate(cmd.Context()); err != nil {
 				return fmt.Errorf("migrate schema %s: %w", st.Schema(), err)
 			}
@@ -47,11 +79,36 @@ connecting to the database.`,
 			a.logger.Info("migrations applied", "schema", st.Schema(), "database", RedactURL(a.databaseURL), "migrations", len(migs))
 			fmt.Fprintf(a.stdout, "schema %s is up to date; applied migrations:\n", st.Schema())
 			printMigrations(a.stdout, migs)
+			if partitioned {
+				ps, err := st.Partitions(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "outbox_messages is partitioned by %s; partitions:\n", formatAge(interval))
+				printPartitions(a.stdout, ps)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&list, "list", false, "print the migrations this binary carries and exit, without connecting")
+	cmd.Flags().BoolVar(&partitioned, "partitioned", false, "make outbox_messages a table partitioned by created_at (one-way; see above)")
+	cmd.Flags().Var(ageValue{&interval}, "partition-interval", "time span of one partition (with --partitioned): 1d, 6h, ...")
+	cmd.Flags().IntVar(&ahead, "partitions-ahead", pgstore.DefaultPartitionsAhead, "partitions to create after the current one (with --partitioned)")
 	return cmd
+}
+
+// printPartitions writes one line per partition: name and range.
+func printPartitions(w io.Writer, ps []pgstore.Partition) {
+	for _, p := range ps {
+		switch {
+		case p.Default:
+			fmt.Fprintf(w, "  %s (default: rows no other partition covers)\n", p.Name)
+		case p.From.IsZero():
+			fmt.Fprintf(w, "  %s (before %s)\n", p.Name, p.To.Format(time.RFC3339))
+		default:
+			fmt.Fprintf(w, "  %s [%s, %s)\n", p.Name, p.From.Format(time.RFC3339), p.To.Format(time.RFC3339))
+		}
+	}
 }
 
 // printMigrations writes one line per migration: version and name.

@@ -32,7 +32,7 @@ func addAdminFlags(fs *pflag.FlagSet, f *adminFlags) {
 	fs.StringVar(&f.statusToken, "status-token", "",
 		"`token` that enables replay and discard on the status page; required to view it when --metrics-addr is not loopback")
 	fs.StringVar(&f.cleanupOlderThan, "cleanup-older-than", "",
-		"delete SENT messages older than this `age` (e.g. 7d) in bounded batches, every --cleanup-interval (default: no cleanup in the relay)")
+		"delete SENT messages older than this `age` (e.g. 7d) in bounded batches, every --cleanup-interval; on a partitioned outbox, drop whole partitions and create the next ones (default: no cleanup in the relay)")
 	fs.DurationVar(&f.cleanupInterval, "cleanup-interval", time.Hour, "how often the relay's retention loop runs (with --cleanup-older-than)")
 	markSensitive(fs, "status-token")
 }
@@ -78,7 +78,8 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			err := o.CleanupEvery(bg, ops.CleanupConfig{OlderThan: cleanupAge, Actor: "relay"}, f.cleanupInterval)
+			// Drops whole partitions on a partitioned table, deletes rows on a plain one.
+			err := o.RetentionEvery(bg, ops.CleanupConfig{OlderThan: cleanupAge, Actor: "relay"}, f.cleanupInterval)
 			if err != nil && bg.Err() == nil {
 				a.logger.Error("retention loop stopped", slog.Any("error", err))
 			}

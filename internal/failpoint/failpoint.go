@@ -12,3 +12,12 @@ const Enabled = false
 
 // Inject is a named point where a failpoint build may pause.
 func Inject(name string) {}
+
+// Armed reports whether this process was asked to stop at the named point.
+// Always false in normal builds.
+func Armed(name string) bool { return false }
+
+// Announce prints "FAILPOINT <name>" in failpoint builds, for a point that
+// pauses in its own way (on the database server, say) rather than in
+// Inject. It does nothing in normal builds.
+func Announce(name string) {}

@@ -19,3 +19,10 @@ func Inject(name string) {
 	fmt.Fprintf(os.Stderr, "FAILPOINT %s\n", name)
 	select {}
 }
+
+// Armed reports whether OUTBOX_FAILPOINT names this point.
+func Armed(name string) bool { return os.Getenv("OUTBOX_FAILPOINT") == name }
+
+// Announce prints "FAILPOINT <name>" to stderr, for a point that pauses in
+// its own way (on the database server, say) rather than in Inject.
+func Announce(name string) { fmt.Fprintf(os.Stderr, "FAILPOINT %s\n", name) }

@@ -31,7 +31,7 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	b.enqueue(t, pending...)
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	rows, err := b.pool.Query(ctx, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000))
+	rows, err := b.pool.Query(ctx, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0))
 	if err != nil {
 		t.Fatal(err)
 	}

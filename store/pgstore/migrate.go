@@ -70,6 +70,15 @@ func Migrations() []Migration {
 // embedded migration not yet recorded in <schema>.outbox_migrations. It runs
 // in one transaction, so either all pending migrations are applied or none.
 //
+// With [Config.Partitioning] set, Migrate then makes outbox_messages a table
+// partitioned by created_at (in the same transaction) and creates the
+// default partition and the partitions from now to Partitioning.Ahead
+// intervals ahead; see [Partitioning] and [Store.EnsurePartitions]. A plain
+// table with rows keeps them: it becomes the partition
+// outbox_messages_legacy, for everything created before the first new
+// partition. Once partitioned, the table stays so, whatever the Config of
+// later runs; the interval cannot be changed.
+//
 // Migrate is idempotent, and safe when several processes run it at once: a
 // transaction-scoped advisory lock, keyed by the schema, serialises them, and
 // each one that waited finds the versions already recorded.
@@ -109,6 +118,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("pgstore: migrate: record %03d_%s: %w", m.Version, m.Name, err)
 		}
 	}
+	if s.cfg.Partitioning.Interval > 0 {
+		if err := s.partition(ctx, tx); err != nil {
+			return fmt.Errorf("pgstore: migrate: %w", err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgstore: migrate: commit: %w", err)
 	}
@@ -118,7 +132,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 // migrateLockKey is the advisory lock key that serialises Migrate for this
 // store's schema.
 func (s *Store) migrateLockKey() int64 {
+	return s.lockKey("outbox.pgstore.migrate:")
+}
+
+// lockKey is an advisory lock key for prefix and this store's schema.
+func (s *Store) lockKey(prefix string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("outbox.pgstore.migrate:" + s.cfg.Schema))
+	h.Write([]byte(prefix + s.cfg.Schema))
 	return int64(h.Sum64())
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -21,60 +23,293 @@ import (
 // maxLastErrorBytes bounds the error text kept per message.
 const maxLastErrorBytes = 4000
 
+// DefaultFullClaimInterval is the default of Config.FullClaimInterval.
+const DefaultFullClaimInterval = time.Second
+
+// markSentFailpoint names the crash point inside the mark's transaction
+// (internal/e2e/crash_test.go).
+const markSentFailpoint = "pgstore-mark-sent-before-commit"
+
 // Claim leases up to p.Limit due messages to p.Owner for p.Lease under a
 // new random token, with the guarantees of [store.Queue]: only due messages,
 // only the head of each aggregate, never a message another claim holds. It is
-// one autocommit statement; no transaction stays open afterwards. Records
-// are in Seq order. A Limit below 1 claims nothing; a Lease shorter than a
-// millisecond is an error, since such a lease would expire at once.
+// one round trip and one short transaction; no transaction stays open
+// afterwards. Records are in Seq order. A Limit below 1 claims nothing; a
+// Lease shorter than a millisecond is an error, since such a lease would
+// expire at once.
+//
+// The claim scans the due messages in seq order from the claim floor (see
+// Config.FullClaimInterval).
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
-	if p.Lease < time.Millisecond {
-		return store.Claim{}, fmt.Errorf("pgstore: claim: Lease %v must be at least 1ms", p.Lease)
-	}
-	token, err := uuid.NewRandom()
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("pgstore: claim: new token: %w", err)
-	}
-	c := store.Claim{Token: token}
-	if p.Limit < 1 {
-		return c, nil
-	}
-	rows, err := s.pool.Query(ctx, s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds())
+	_, c, err := s.markAndClaim(ctx, uuid.Nil, nil, &p)
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-	}
-	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	c.Records = recs
 	return c, nil
 }
 
 // MarkSent marks the messages SENT, with PublishedAt the database's now, if
 // they are still IN_FLIGHT under token, and returns how many it changed. It
-// runs in a short transaction of its own.
+// is one statement in one round trip.
 func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	if len(seqs) == 0 {
 		return 0, nil
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("pgstore: mark sent: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) // a no-op after Commit
-	tag, err := tx.Exec(ctx, s.q.markSent, seqs, token)
+	n, _, err := s.markAndClaim(ctx, token, seqs, nil)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: mark sent: %w", err)
 	}
-	// A crash test stops the process here: the broker has the messages but
-	// the database does not know, so they must be published again.
-	failpoint.Inject("pgstore-mark-sent-before-commit")
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("pgstore: mark sent: commit: %w", err)
+	return n, nil
+}
+
+// MarkSentAndClaim marks seqs SENT like [Store.MarkSent] and claims the
+// next batch like [Store.Claim], in one transaction and one round trip
+// ([store.MarkClaimer]). The claim sees the mark. With no seqs it is Claim.
+func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p store.ClaimParams) (int64, store.Claim, error) {
+	n, c, err := s.markAndClaim(ctx, token, seqs, &p)
+	if err != nil {
+		return 0, store.Claim{}, fmt.Errorf("pgstore: mark sent and claim: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, c, nil
+}
+
+// markAndClaim sends one pgx batch: the relay's session settings, the mark
+// of seqs (if any), and the claim floor query and the claim (if p is not
+// nil). A batch is one round trip and runs in one implicit transaction,
+// committed at its end.
+func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
+	var c store.Claim
+	claiming := p != nil
+	if claiming {
+		if p.Lease < time.Millisecond {
+			return 0, c, fmt.Errorf("Lease %v must be at least 1ms", p.Lease)
+		}
+		claimToken, err := uuid.NewRandom()
+		if err != nil {
+			return 0, c, fmt.Errorf("new token: %w", err)
+		}
+		c.Token = claimToken
+		claiming = p.Limit >= 1
+	}
+	marking := len(seqs) > 0
+	if !marking && !claiming {
+		return 0, c, nil
+	}
+	pause := marking && failpoint.Enabled && failpoint.Armed(markSentFailpoint)
+
+	b := &pgx.Batch{}
+	b.Queue(s.q.relaySettings, s.synchronousCommit())
+	if marking {
+		b.Queue(s.q.markSent, seqs, token)
+		if pause {
+			b.Queue(s.q.failpointWatch)
+			b.Queue(s.q.failpointPause)
+		}
+	}
+	var scan claimScan
+	if claiming {
+		scan = s.floor.begin(s.fullClaimInterval())
+		if scan.probe {
+			go s.probeBelowFloor(scan)
+		}
+		b.Queue(s.q.claimFloor, scan.from)
+		b.Queue(s.q.claim, p.Limit, p.Owner, c.Token, p.Lease.Milliseconds(), scan.from)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if pause {
+		// The batch is on the wire: the server runs the UPDATE and then
+		// pauses before the commit. A crash test kills the process now.
+		failpoint.Announce(markSentFailpoint)
+	}
+	if _, err := br.Exec(); err != nil {
+		return 0, c, fmt.Errorf("session settings: %w", err)
+	}
+	var marked int64
+	if marking {
+		tag, err := br.Exec()
+		if err != nil {
+			return 0, c, fmt.Errorf("mark: %w", err)
+		}
+		marked = tag.RowsAffected()
+		if pause {
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					return 0, c, fmt.Errorf("failpoint pause: %w", err)
+				}
+			}
+		}
+	}
+	if claiming {
+		var low, top *int64
+		if err := br.QueryRow().Scan(&low, &top); err != nil {
+			return 0, c, fmt.Errorf("claim floor: %w", err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return 0, c, err
+		}
+		recs, err := pgx.CollectRows(rows, scanRecord)
+		if err != nil {
+			return 0, c, err
+		}
+		slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+		c.Records = recs
+		scan.low, scan.top = low, top
+	}
+	// The transaction commits at the batch's end: only then do the results
+	// count.
+	if err := br.Close(); err != nil {
+		return 0, store.Claim{}, fmt.Errorf("commit: %w", err)
+	}
+	if claiming {
+		s.floor.end(scan)
+	}
+	return marked, c, nil
+}
+
+// synchronousCommit is the synchronous_commit of the relay's transactions.
+func (s *Store) synchronousCommit() string {
+	if s.cfg.SynchronousRelayCommits {
+		return "on"
+	}
+	return "off"
+}
+
+func (s *Store) fullClaimInterval() time.Duration {
+	if s.cfg.FullClaimInterval == 0 {
+		return DefaultFullClaimInterval
+	}
+	return s.cfg.FullClaimInterval
+}
+
+// claimFloor is where claims start their scan of the due messages, shared
+// by every claim of a Store.
+//
+// Marking a message leaves index entries behind in outbox_messages_due (the
+// versions it had while PENDING and IN_FLIGHT) until VACUUM removes them.
+// A claim that scanned from the lowest seq would walk all of them: after two
+// million messages were marked, more than a second for the first such
+// claim (which also has to visit the table for each entry), and tens of
+// milliseconds for each later one. So a claim starts at the floor, below
+// which every message is known to be sent, leased, not due, or waiting
+// behind a dead letter:
+//
+//	floor = min(low, bound)
+//
+// where low is the lowest due seq at or above the old floor that does not
+// wait behind a dead letter (queries/claim_floor.sql, in the claim's round
+// trip) and bound is one more than the highest committed seq seen at least
+// FullClaimInterval ago. The bound keeps the floor below
+// every message of a transaction that is still committing: seqs are taken
+// at INSERT, so a message may become visible after messages with a higher
+// seq. Only a transaction that takes longer than FullClaimInterval from its
+// INSERT to its commit can end up below the floor.
+//
+// Every FullClaimInterval a probe (probeBelowFloor) runs claim_floor.sql
+// from seq 0, on a connection of its own while the claims go on, and finds
+// what lies below the floor: such late commits, retries that became due,
+// leases that expired, a replayed dead letter. The floor drops to its low,
+// and the next claim takes them. The probe walks the dead index entries
+// below the floor, so that the claims do not have to: with a long-running
+// transaction anywhere in the database, those entries cannot even be marked
+// dead, and a scan from seq 0 visits the table for each of them. Until the
+// floor is known (a new Store, or during its first FullClaimInterval),
+// claims scan from seq 0 themselves.
+//
+// The floor bounds only the scan for candidates. Whether a candidate is the
+// head of its aggregate is still decided against every earlier unsent
+// message (the NOT EXISTS in queries/claim.sql), so order per aggregate
+// does not depend on it. Races between concurrent claims only make a floor
+// a little lower or older than it could be.
+type claimFloor struct {
+	mu       sync.Mutex
+	seq      int64     // claims start here
+	bound    int64     // 0 until known; the floor never passes it
+	cand     int64     // highest committed seq seen at candAt; becomes bound
+	candAt   time.Time // zero when there is no candidate
+	lastFull time.Time // when the last probe (or full claim) started
+	probing  bool      // a probe runs
+}
+
+// claimScan is one claim's view of the floor.
+type claimScan struct {
+	from     int64 // the scan starts here; 0 for a full claim
+	full     bool  // from seq 0 (a full claim or the probe)
+	probe    bool  // start the probe below the floor too
+	at       time.Time
+	interval time.Duration
+	low, top *int64 // from claim_floor.sql
+}
+
+// begin returns where a claim starting now scans from.
+func (f *claimFloor) begin(interval time.Duration) claimScan {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sc := claimScan{at: now, interval: interval}
+	if interval < 0 || f.seq == 0 {
+		sc.full = true
+		f.lastFull = now
+		return sc
+	}
+	sc.from = f.seq
+	if !f.probing && now.Sub(f.lastFull) >= interval {
+		f.probing, f.lastFull, sc.probe = true, now, true
+	}
+	return sc
+}
+
+// probeTimeout bounds one probe below the floor.
+const probeTimeout = time.Minute
+
+// probeBelowFloor looks for the lowest due message from seq 0 and moves the
+// floor to it (see claimFloor). It runs in a goroutine of its own, one at a
+// time per Store; a failure only delays the next probe.
+func (s *Store) probeBelowFloor(claim claimScan) {
+	sc := claimScan{full: true, at: claim.at, interval: claim.interval}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(s.q.relaySettings, s.synchronousCommit())
+	b.Queue(s.q.claimFloor, int64(0)).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
+	err := s.pool.SendBatch(ctx, b).Close()
+	if err != nil {
+		s.cfg.Logger.Debug("pgstore: probe below the claim floor failed", slog.String("schema", s.cfg.Schema), slog.Any("error", err))
+	} else {
+		s.floor.end(sc)
+	}
+	s.floor.mu.Lock()
+	s.floor.probing = false
+	s.floor.mu.Unlock()
+}
+
+// end moves the floor after a committed claim.
+func (f *claimFloor) end(sc claimScan) {
+	if sc.interval < 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sc.top != nil {
+		switch {
+		case f.candAt.IsZero():
+			f.cand, f.candAt = *sc.top, sc.at
+		case sc.at.Sub(f.candAt) >= sc.interval:
+			f.bound = max(f.bound, f.cand+1)
+			f.cand, f.candAt = *sc.top, sc.at
+		}
+	}
+	if f.bound == 0 {
+		return // nothing is known to have committed long enough ago
+	}
+	next := f.bound
+	if sc.low != nil {
+		next = min(next, *sc.low)
+	}
+	if sc.full || next > f.seq {
+		f.seq = next
+	}
 }
 
 // MarkFailed records failed publishes, if the messages are still IN_FLIGHT

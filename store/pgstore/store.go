@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,32 @@ type Config struct {
 	// [Store.Notifications] (lost and restored listening connections).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// FullClaimInterval is how often the store looks for due messages
+	// below the claim floor. Claims start their scan at the floor, the
+	// lowest due message an earlier claim saw, so that they do not walk
+	// the index entries that marking left behind (dead until VACUUM
+	// removes them). Every FullClaimInterval one query on a connection of
+	// its own scans from the lowest seq and lowers the floor to what it
+	// finds: retries that became due, expired leases, a replayed dead
+	// letter, and messages whose transaction took longer than
+	// FullClaimInterval to commit. Those wait up to about FullClaimInterval
+	// longer than others; order is unaffected. Defaults to
+	// [DefaultFullClaimInterval]; a negative value makes every claim scan
+	// from the lowest seq (no floor).
+	FullClaimInterval time.Duration
+	// SynchronousRelayCommits makes the relay's claims and marks wait for
+	// their WAL flush like any commit. Defaults to false: they commit with
+	// synchronous_commit = off, so that they do not add WAL flushes for the
+	// application's commits to wait behind. A claim or mark lost in a
+	// database crash only means that its messages are published again,
+	// which at-least-once delivery allows (queries/relay_settings.sql).
+	SynchronousRelayCommits bool
+	// Partitioning, when its Interval is set, makes [Store.Migrate] create
+	// outbox_messages as a table partitioned by created_at (or convert the
+	// plain one), so that retention drops whole partitions instead of
+	// deleting rows (package ops, "outbox cleanup --partitions"). Defaults
+	// to the zero Partitioning: a plain table.
+	Partitioning Partitioning
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -67,6 +94,9 @@ func (c Config) validate() error {
 	if strings.HasPrefix(c.Schema, "pg_") {
 		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
 	}
+	if err := c.Partitioning.validate(); err != nil {
+		return err
+	}
 	if c.Limits.MaxPayloadBytes < 0 {
 		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
 	}
@@ -79,20 +109,24 @@ type Store struct {
 	cfg     Config
 	channel string // the NOTIFY channel, "outbox_" + schema
 	q       queries
+	floor   claimFloor // where claims start their scan (queue.go)
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []Migration
 }
 
 // Compile-time proof that Store is a full store backend.
 var (
-	_ store.Queue    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Queue       = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.MarkClaimer = (*Store)(nil)
 )
 
 // queries are the rendered SQL texts, with the schema filled in.
 type queries struct {
 	enqueue, claim, markSent, markFailed, release, get, counts string
 	idle, busy                                                 string
+	// The relay's batches (queue.go).
+	relaySettings, claimFloor, failpointWatch, failpointPause string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -125,6 +159,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.counts, "counts.sql"},
 		{&s.q.idle, "idle.sql"},
 		{&s.q.busy, "busy.sql"},
+		{&s.q.relaySettings, "relay_settings.sql"},
+		{&s.q.claimFloor, "claim_floor.sql"},
+		{&s.q.failpointWatch, "failpoint_watch.sql"},
+		{&s.q.failpointPause, "failpoint_pause.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
 		{&s.q.migrateSetup, "migrate_setup.sql"},
 		{&s.q.migrateApplied, "migrate_applied.sql"},

@@ -2,13 +2,17 @@
 -- aggregates and locks them, skipping rows another claim holds; the UPDATE
 -- leases them. No transaction stays open after it returns.
 --
--- $1 limit, $2 lease owner, $3 lease token, $4 lease length in milliseconds.
+-- $1 limit, $2 lease owner, $3 lease token, $4 lease length in milliseconds,
+-- $5 the claim floor: the scan starts there (0 for a full claim; see
+-- queue.go). Only the scan is bounded: the ordering probe below looks at
+-- every earlier unsent message of the aggregate, whatever the floor.
 WITH due AS (
     SELECT m.seq
     FROM {{schema}}.outbox_messages m
     -- The same predicate as outbox_messages_due, so the planner can use that
     -- partial index: a scan in seq order over unsent rows only.
     WHERE m.status IN ('PENDING', 'FAILED', 'IN_FLIGHT')
+      AND m.seq >= $5
       AND (   (m.status IN ('PENDING', 'FAILED') AND m.next_attempt_at <= now())
            OR (m.status = 'IN_FLIGHT' AND m.lease_expires_at <= now()))
       -- Only the head of an aggregate: nothing earlier of it is unsent.

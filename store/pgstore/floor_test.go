@@ -1,0 +1,280 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// floorFixture is a migrated store whose claims use a short
+// FullClaimInterval, so that the floor moves within a test's time.
+type floorFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	store *Store
+	p     store.ClaimParams
+	n     int
+}
+
+func newFloorFixture(t *testing.T, interval time.Duration) *floorFixture {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
+	s, err := New(pool, Config{Schema: schema, FullClaimInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &floorFixture{t: t, ctx: ctx, store: s,
+		p: store.ClaimParams{Owner: "floor-test", Limit: 100, Lease: time.Minute}}
+}
+
+func (f *floorFixture) message(aggregateID string) outbox.Message {
+	f.n++
+	return outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: aggregateID,
+		EventType: "Happened", Payload: []byte(fmt.Sprintf(`{"n":%d}`, f.n))}
+}
+
+// enqueue commits one message of its own aggregate.
+func (f *floorFixture) enqueue() {
+	f.t.Helper()
+	m := f.message(uuid.NewString())
+	if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, m) }); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// claimAndMark claims once, marks everything claimed SENT, and returns the
+// claimed ids.
+func (f *floorFixture) claimAndMark() []uuid.UUID {
+	f.t.Helper()
+	c, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var ids []uuid.UUID
+	var seqs []int64
+	for _, r := range c.Records {
+		ids = append(ids, r.ID)
+		seqs = append(seqs, r.Seq)
+	}
+	if _, err := f.store.MarkSent(f.ctx, c.Token, seqs); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids
+}
+
+// runUntilFloorPasses keeps enqueueing, claiming and marking until the
+// claim floor is above seq, so that the claims that follow start their scan
+// above it.
+func (f *floorFixture) runUntilFloorPasses(seq int64) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f.store.floor.mu.Lock()
+		floor := f.store.floor.seq
+		f.store.floor.mu.Unlock()
+		if floor > seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the claim floor is %d after 30 s; want above %d", floor, seq)
+		}
+		f.enqueue()
+		f.claimAndMark()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// seqOf reads a message's seq, committed or not, from its own transaction.
+func seqOf(t *testing.T, ctx context.Context, tx pgx.Tx, s *Store, id uuid.UUID) int64 {
+	t.Helper()
+	var seq int64
+	if err := tx.QueryRow(ctx, s.render("SELECT seq FROM {{schema}}.outbox_messages WHERE id = $1"), id).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// A message whose transaction commits long after messages with higher seqs
+// were committed, claimed and marked lies below the claim floor. The
+// periodic full claim must still deliver it, and its aggregate's next
+// message must still wait for it.
+func TestClaim_LateCommitBelowFloorIsClaimed(t *testing.T) {
+	t.Parallel()
+	const interval = 200 * time.Millisecond
+	f := newFloorFixture(t, interval)
+
+	late := f.message("late-aggregate")
+	tx, err := f.store.pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(f.ctx)
+	if err := f.store.Enqueue(f.ctx, tx, late); err != nil {
+		t.Fatal(err)
+	}
+	lateSeq := seqOf(t, f.ctx, tx, f.store, late.ID)
+
+	// Others commit, are claimed and marked, past several full claims.
+	f.runUntilFloorPasses(lateSeq)
+
+	if err := tx.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The aggregate's next message, committed after the late one: it must
+	// not overtake it, floor or not.
+	next := f.message("late-aggregate")
+	if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, next) }); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	claims := 0
+	for {
+		ids := f.claimAndMark()
+		claims++
+		for _, id := range ids {
+			if id == next.ID {
+				t.Fatalf("the aggregate's next message was claimed before the late one")
+			}
+			if id == late.ID {
+				t.Logf("late commit below the floor claimed after %d claims", claims)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a late commit below the claim floor was not claimed within 20 s (%d claims)", claims)
+		}
+		time.Sleep(interval / 10)
+	}
+}
+
+// A retry that becomes due below the claim floor is claimed again.
+func TestClaim_RetryBelowFloorIsClaimed(t *testing.T) {
+	t.Parallel()
+	const interval = 200 * time.Millisecond
+	f := newFloorFixture(t, interval)
+
+	f.enqueue()
+	c, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Records) != 1 {
+		t.Fatalf("claimed %d messages; want 1", len(c.Records))
+	}
+	failed := c.Records[0]
+	if _, err := f.store.MarkFailed(f.ctx, c.Token, []store.Failure{{Seq: failed.Seq, Error: "boom",
+		Delay: 2 * interval, CountAttempt: true}}); err != nil {
+		t.Fatal(err)
+	}
+	f.runUntilFloorPasses(failed.Seq)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, id := range f.claimAndMark() {
+			if id == failed.ID {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a retry due below the claim floor was not claimed within 20 s")
+		}
+		time.Sleep(interval / 10)
+	}
+}
+
+// With a negative FullClaimInterval every claim is a full one: the floor
+// never moves.
+func TestClaim_NegativeFullClaimIntervalKeepsFloorAtZero(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, -1)
+	for range 5 {
+		f.enqueue()
+		if ids := f.claimAndMark(); len(ids) != 1 {
+			t.Fatalf("claimed %d messages; want 1", len(ids))
+		}
+	}
+	f.store.floor.mu.Lock()
+	defer f.store.floor.mu.Unlock()
+	if f.store.floor.seq != 0 {
+		t.Fatalf("floor %d; want 0", f.store.floor.seq)
+	}
+}
+
+// MarkSentAndClaim marks and claims in one transaction: the claim sees the
+// mark, so the aggregate's next message is claimed at once; a mark under a
+// token that no longer holds the messages changes nothing (the fence), and
+// the claim still happens.
+func TestMarkSentAndClaim_ClaimSeesMarkAndMarkIsFenced(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, 0)
+	a1, a2, b1 := f.message("A"), f.message("A"), f.message("B")
+	if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, a1, a2, b1) }); err != nil {
+		t.Fatal(err)
+	}
+	first, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(first.Records); !slices.Equal(got, []uuid.UUID{a1.ID, b1.ID}) {
+		t.Fatalf("first claim %v; want the heads %v", got, []uuid.UUID{a1.ID, b1.ID})
+	}
+
+	// A stale token marks nothing, but the claim runs: a2 is still blocked.
+	n, c, err := f.store.MarkSentAndClaim(f.ctx, uuid.New(), seqs(first.Records), f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || len(c.Records) != 0 {
+		t.Fatalf("with a stale token: marked %d, claimed %v; want 0 and nothing", n, ids(c.Records))
+	}
+
+	n, c, err = f.store.MarkSentAndClaim(f.ctx, first.Token, seqs(first.Records), f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("marked %d; want 2", n)
+	}
+	if got := ids(c.Records); !slices.Equal(got, []uuid.UUID{a2.ID}) {
+		t.Fatalf("claim in the mark's round trip got %v; want the aggregate's next message %s", got, a2.ID)
+	}
+	for _, m := range []outbox.Message{a1, b1} {
+		if rec, err := f.store.Get(f.ctx, m.ID); err != nil || rec.Status != outbox.StatusSent {
+			t.Fatalf("message %s: %v, %v; want SENT", m.ID, rec.Status, err)
+		}
+	}
+	if rec, err := f.store.Get(f.ctx, a2.ID); err != nil || rec.Status != outbox.StatusInFlight || rec.LeaseOwner != f.p.Owner {
+		t.Fatalf("message %s: %v owned by %q, %v; want IN_FLIGHT under the new claim", a2.ID, rec.Status, rec.LeaseOwner, err)
+	}
+}
+
+func ids(recs []outbox.Record) []uuid.UUID {
+	out := make([]uuid.UUID, len(recs))
+	for i, r := range recs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func seqs(recs []outbox.Record) []int64 {
+	out := make([]int64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Seq
+	}
+	return out
+}
