@@ -56,6 +56,13 @@ const (
 	DefaultRetryMax              = 300 * time.Second
 	DefaultUnavailableBackoffMax = 30 * time.Second
 	DefaultShutdownTimeout       = 10 * time.Second
+	// DefaultMaxInFlightBytes bounds the payload bytes in flight (see
+	// Config.MaxInFlightBytes).
+	DefaultMaxInFlightBytes = 64 << 20
+	// DefaultInFlightBatches is how many batches may be in flight when
+	// Config.MaxInFlight is zero: MaxInFlight defaults to
+	// DefaultInFlightBatches × BatchSize.
+	DefaultInFlightBatches = 4
 )
 
 // maxIdent is PostgreSQL's identifier length limit in bytes.
@@ -109,9 +116,26 @@ type Config struct {
 	// ID names this relay instance in logs and in the leases of the table
 	// path. Defaults to "<hostname>-<pid>-<random>".
 	ID string
-	// BatchSize is the most messages read from the stream, checked,
-	// published and marked together. Defaults to 500.
+	// BatchSize is the most messages read from the stream, checked and
+	// published together (consecutive batches that are published by then
+	// are recorded together). Defaults to 500.
 	BatchSize int
+	// MaxInFlight is the most messages received from the stream and not
+	// yet confirmed: being checked, awaiting the broker's acks, or awaiting
+	// their marks. While earlier batches await acks and marks the relay
+	// reads, checks and publishes the next ones (pipelining), up to this
+	// bound; then it stops reading the stream until batches complete. A
+	// new batch starts only when a full one fits, so MaxInFlight =
+	// BatchSize turns pipelining off: one batch at a time, so that records
+	// of different aggregates follow commit order too, wave by wave (the
+	// k-th messages of the batch's aggregates go out together, in commit
+	// order). Below BatchSize, batches are smaller. Defaults to DefaultInFlightBatches (4) ×
+	// BatchSize.
+	MaxInFlight int
+	// MaxInFlightBytes bounds the same messages by size (payload, headers
+	// and keys, estimated). A single message larger than the bound still
+	// goes through, alone. Defaults to 64 MiB.
+	MaxInFlightBytes int64
 	// PublishTimeout bounds the wait for the broker's acks of one publish
 	// call; a timeout counts as "broker unavailable". Defaults to 15s.
 	PublishTimeout time.Duration
@@ -172,6 +196,8 @@ func (c Config) WithDefaults() Config {
 		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
 	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.MaxInFlight, DefaultInFlightBatches*c.BatchSize)
+	setDefault(&c.MaxInFlightBytes, DefaultMaxInFlightBytes)
 	setDefault(&c.PublishTimeout, DefaultPublishTimeout)
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
 	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
@@ -231,6 +257,10 @@ func (c Config) validate() error {
 		return bad("Cleanup", "must be CleanupMarkSent or CleanupDelete, not %d", int(c.Cleanup))
 	case c.BatchSize < 1:
 		return bad("BatchSize", "must be at least 1, not %d", c.BatchSize)
+	case c.MaxInFlight < 1:
+		return bad("MaxInFlight", "must be at least 1, not %d", c.MaxInFlight)
+	case c.MaxInFlightBytes < 1:
+		return bad("MaxInFlightBytes", "must be at least 1, not %d", c.MaxInFlightBytes)
 	case c.PublishTimeout <= 0:
 		return bad("PublishTimeout", "must be positive")
 	case c.StatusInterval < time.Millisecond:

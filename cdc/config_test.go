@@ -31,6 +31,8 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"Schema", cdc.Config{Pool: pool, Sink: snk, Schema: "Bad Schema"}},
 		{"BatchSize", cdc.Config{Pool: pool, Sink: snk, BatchSize: -1}},
 		{"Cleanup", cdc.Config{Pool: pool, Sink: snk, Cleanup: 7}},
+		{"MaxInFlight", cdc.Config{Pool: pool, Sink: snk, MaxInFlight: -1}},
+		{"MaxInFlightBytes", cdc.Config{Pool: pool, Sink: snk, MaxInFlightBytes: -1}},
 		{"RetryBase/RetryMax", cdc.Config{Pool: pool, Sink: snk, RetryBase: 10, RetryMax: 5}},
 	} {
 		_, err := cdc.New(tc.cfg)
@@ -51,5 +53,16 @@ func TestDefaultSlot_NamedAfterSchemaWithinLimit(t *testing.T) {
 	b := cdc.DefaultSlot(strings.Repeat("a", 60) + "2")
 	if len(a) > 63 || len(b) > 63 || a == b {
 		t.Fatalf("long names %q, %q: want distinct and at most 63 bytes", a, b)
+	}
+}
+
+// The in-flight bounds default to DefaultInFlightBatches batches and
+// DefaultMaxInFlightBytes.
+func TestConfig_InFlightDefaults(t *testing.T) {
+	t.Parallel()
+	c := cdc.Config{BatchSize: 50}.WithDefaults()
+	if c.MaxInFlight != cdc.DefaultInFlightBatches*50 || c.MaxInFlightBytes != cdc.DefaultMaxInFlightBytes {
+		t.Fatalf("MaxInFlight %d, MaxInFlightBytes %d; want %d and %d", c.MaxInFlight, c.MaxInFlightBytes,
+			cdc.DefaultInFlightBatches*50, cdc.DefaultMaxInFlightBytes)
 	}
 }

@@ -32,14 +32,26 @@
 //     handled already and is skipped; any other message, and its aggregate,
 //     goes to the table path.
 //  2. Publish, in waves: wave k holds the k-th message of each aggregate
-//     in the batch, so a message goes out only after the earlier messages
-//     of its aggregate were acknowledged.
-//  3. Record, in one transaction: SENT marks (or deletes, with
-//     CleanupDelete), failures, deferred aggregates.
-//  4. Confirm: the batch's end position is reported to the server, which
+//     in the batch. A message goes out only after the previous message of
+//     its aggregate, in this batch or an earlier one, was acknowledged; if
+//     that one failed or was deferred, the message is deferred too.
+//  3. Record, in one statement for one or more consecutive batches: SENT
+//     marks (or deletes, with CleanupDelete), failures, deferred aggregates.
+//     Two records may run at once; they are confirmed in stream order.
+//  4. Confirm: the batches' end position is reported to the server, which
 //     may then discard the WAL before it. On a crash or reconnect the
 //     stream restarts from the last confirmed position: messages are sent
-//     again, never lost (the check skips the ones already marked).
+//     again, never lost (the check skips the ones already recorded).
+//
+// The steps are pipelined: while earlier batches await their acks and
+// their record, the relay reads, checks and publishes the next ones, up to
+// Config.MaxInFlight messages and Config.MaxInFlightBytes. Batches are
+// recorded and confirmed in stream order only, so the confirmed position
+// never passes a message that is not acknowledged and recorded. Order per
+// aggregate holds across batches; across aggregates, batches in flight
+// overlap, so records of different aggregates may reach the broker in
+// another order than their commits (MaxInFlight = BatchSize handles one
+// batch at a time, as in commit order wave by wave).
 //
 // # The table path
 //
@@ -61,8 +73,9 @@
 //   - Permanent error: DEAD_LETTER at once; later messages of the
 //     aggregate wait in the table until the dead letter is replayed or
 //     discarded.
-//   - Broker unreachable: nothing is counted; the whole stream waits and
-//     retries with a growing pause, while the slot keeps its position.
+//   - Broker unreachable: nothing is counted; the batches in flight wait
+//     and retry with a growing pause, the relay stops reading the stream at
+//     the in-flight bounds, and the slot keeps its position.
 //
 // # Slot safety
 //

@@ -3,3 +3,7 @@ package cdc
 // Abort stops r like a crash: its replication connection is cut without a
 // last status update, publishes are cancelled and nothing more is marked.
 func Abort(r *Relay) { r.abort() }
+
+// BatchesInFlight returns how many batches r has started (checked and
+// publishing, or awaiting their record) and not yet recorded.
+func BatchesInFlight(r *Relay) int64 { return r.batchesInFlight.Load() }

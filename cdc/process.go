@@ -6,11 +6,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
@@ -19,81 +17,6 @@ import (
 
 // maxLastErrorBytes bounds the error text kept per message, as pgstore does.
 const maxLastErrorBytes = 4000
-
-// process takes events in stream order, in batches of up to BatchSize
-// messages, and handles each batch completely (check, publish, mark) before
-// it confirms the batch's end position. It returns nil when ctx is done or
-// the relay stops, between batches.
-func (r *Relay) process(ctx context.Context, events <-chan event, confirmed *atomic.Uint64) error {
-	heartbeat := time.NewTimer(r.cfg.HeartbeatInterval)
-	defer heartbeat.Stop()
-	lagTick := time.NewTicker(r.cfg.LagLogInterval)
-	defer lagTick.Stop()
-	r.behindNano.Store(0)
-	for {
-		var first event
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.stopping:
-			return nil
-		case <-lagTick.C:
-			r.logLag()
-			continue
-		case <-heartbeat.C:
-			r.heartbeat()
-			heartbeat.Reset(r.cfg.HeartbeatInterval)
-			continue
-		case first = <-events:
-		}
-		if r.behindNano.Load() == 0 {
-			r.behindNano.Store(time.Now().UnixNano())
-		}
-		b := batch{}
-		b.add(first)
-	fill:
-		for b.records < r.cfg.BatchSize {
-			select {
-			case ev := <-events:
-				b.add(ev)
-			default:
-				break fill
-			}
-		}
-		if b.records > 0 {
-			if err := r.handleBatch(b.items); err != nil {
-				return err
-			}
-		}
-		if r.aborted.Load() {
-			return errStopped
-		}
-		if b.end > 0 && uint64(b.end) > confirmed.Load() {
-			confirmed.Store(uint64(b.end))
-		}
-		if len(events) == 0 {
-			r.behindNano.Store(0)
-		}
-		heartbeat.Reset(r.cfg.HeartbeatInterval)
-	}
-}
-
-// batch is a run of events: the messages, and the last position after which
-// nothing of the batch is pending.
-type batch struct {
-	items   []event
-	records int
-	end     pglogrepl.LSN
-}
-
-func (b *batch) add(ev event) {
-	if ev.isRec {
-		b.items = append(b.items, ev)
-		b.records++
-		return
-	}
-	b.end = max(b.end, ev.end)
-}
 
 // heartbeat writes a heartbeat message into the WAL, so that an idle
 // stream still gets a position to confirm.
@@ -129,38 +52,13 @@ type aggregate struct{ typ, id string }
 
 func aggOf(rec outbox.Record) aggregate { return aggregate{rec.AggregateType, rec.AggregateID} }
 
-// handleBatch checks, publishes and marks one batch of messages in stream
-// (commit) order. It returns errStopped when the relay stops before the
-// batch was resolved: then nothing of it is confirmed, and the next active
-// relay reads it again.
-func (r *Relay) handleBatch(items []event) error {
-	out := outcome{deferAggs: map[aggregate]string{}}
-	var toCheck []event
-	for _, ev := range items {
-		if ev.decodeErr != nil {
-			out.failed = append(out.failed, failure{rec: ev.rec, err: fmt.Errorf("%w: %w", sink.ErrPermanent, ev.decodeErr), dead: true})
-			continue
-		}
-		toCheck = append(toCheck, ev)
-	}
-	publish, err := r.check(toCheck, &out)
-	if err != nil {
-		return err
-	}
-	if err := r.publish(publish, &out); err != nil {
-		return err
-	}
-	return r.finish(&out)
-}
-
-// check runs check.sql over the batch and returns the messages to publish
-// from the stream, in order. The others are deferred (out.deferred) or
-// skipped (their rows are SENT or gone). A row that is absent because its
-// transaction is not yet visible is read again until it is.
-func (r *Relay) check(items []event, out *outcome) ([]outbox.Record, error) {
+// check runs check.sql over the batch and returns the verdict on each
+// message, by seq. A row that is absent because its transaction is not yet
+// visible is read again until it is.
+func (r *Relay) check(items []event) (map[int64]verdict, error) {
 	verdicts := make(map[int64]verdict, len(items))
 	pending := items
-	wait := 5 * time.Millisecond
+	wait := time.Millisecond
 	for len(pending) > 0 {
 		if err := r.checkOnce(pending, verdicts); err != nil {
 			return nil, err
@@ -182,19 +80,30 @@ func (r *Relay) check(items []event, out *outcome) ([]outbox.Record, error) {
 		wait = min(2*wait, time.Second)
 		pending = again
 	}
-	var publish []outbox.Record
-	for _, ev := range items {
-		v := verdicts[ev.rec.Seq]
-		switch {
-		case v.status == "PENDING" && !v.blocked:
-			publish = append(publish, ev.rec)
-		case v.status == "" || v.status == string(outbox.StatusSent):
-			r.log.Debug("message already handled; skipped", recAttrs(ev.rec, slog.String("status", v.status))...)
-		default:
-			out.deferred = append(out.deferred, ev.rec)
-		}
+	return verdicts, nil
+}
+
+// action is what the stream does with a checked message.
+type action int
+
+const (
+	// actPublish: the row is PENDING and nothing holds its aggregate.
+	actPublish action = iota
+	// actDefer: the message goes to the table path (check.sql deferred its
+	// aggregate already).
+	actDefer
+	// actSkip: the row is SENT or gone: handled already.
+	actSkip
+)
+
+func (v verdict) action() action {
+	switch {
+	case v.status == string(outbox.StatusPending) && !v.blocked:
+		return actPublish
+	case v.status == "" || v.status == string(outbox.StatusSent):
+		return actSkip
 	}
-	return publish, nil
+	return actDefer
 }
 
 type verdict struct {
@@ -231,99 +140,161 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 	return nil
 }
 
-// publish sends recs in waves: wave k holds the k-th message of each
-// aggregate in the batch, so that no publish call holds two messages of one
-// aggregate, and a message goes out only after the earlier ones of its
-// aggregate were acknowledged. A message whose publish failed (a counted
-// attempt) is recorded as FAILED or DEAD_LETTER and its aggregate deferred,
-// with the rest of the aggregate's messages; the table path retries it as
-// the polling relay would. While the broker is unavailable the whole
-// stream waits and retries, counting nothing.
-func (r *Relay) publish(recs []outbox.Record, out *outcome) error {
-	var waves [][]outbox.Record
+// publish sends run's messages in waves: wave k holds the k-th message of
+// each aggregate in the batch, so that no publish call holds two messages
+// of one aggregate. A message goes out only once the previous message of
+// its aggregate (in this batch or an earlier one still in flight) was
+// acknowledged; if that one was not (its publish failed, or it was
+// deferred), the message is deferred too, and the table path sends it in
+// order. A failed publish that counts as an attempt is recorded as FAILED
+// or DEAD_LETTER; the table path retries it as the polling relay would.
+// While the broker is unavailable the batch waits and retries, counting
+// nothing (the batches behind it wait, within the in-flight bounds).
+// publish returns errStopped when the relay stops or the pipeline ends
+// before every message was resolved.
+func (r *Relay) publish(ctx context.Context, run *batchRun) error {
+	var waves [][]int
 	count := map[aggregate]int{}
-	for _, rec := range recs {
+	for i, rec := range run.recs {
 		k := count[aggOf(rec)]
 		count[aggOf(rec)]++
 		if k == len(waves) {
 			waves = append(waves, nil)
 		}
-		waves[k] = append(waves[k], rec)
+		waves[k] = append(waves[k], i)
 	}
-	failedAggs := map[aggregate]bool{}
 	backoff := time.Duration(0)
 	for _, wave := range waves {
-		var todo []outbox.Record
-		for _, rec := range wave {
-			if failedAggs[aggOf(rec)] {
-				out.deferred = append(out.deferred, rec)
+		pending := wave
+		for len(pending) > 0 {
+			var ready, waiting []int
+			for _, i := range pending {
+				if prev := run.prevs[i]; prev == nil || prev.isDone() {
+					ready = append(ready, i)
+				} else {
+					waiting = append(waiting, i)
+				}
+			}
+			if len(ready) == 0 {
+				select {
+				case <-run.prevs[waiting[0]].done:
+				case <-ctx.Done():
+					return errStopped
+				case <-r.stopping:
+					if r.sendCtx.Err() != nil {
+						return errStopped
+					}
+					// Wait on: the batch before finishes within the shutdown
+					// timeout, or is cancelled.
+					select {
+					case <-run.prevs[waiting[0]].done:
+					case <-ctx.Done():
+						return errStopped
+					case <-r.sendCtx.Done():
+						return errStopped
+					}
+				}
 				continue
 			}
-			todo = append(todo, rec)
-		}
-		for len(todo) > 0 {
-			if r.isStopping() && r.sendCtx.Err() != nil {
-				return errStopped
-			}
-			ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
-			errs := r.cfg.Sink.Publish(ctx, todo)
-			cancel()
-			if r.aborted.Load() {
-				return errStopped
-			}
-			if len(errs) != len(todo) {
-				bug := fmt.Errorf("cdc: sink returned %d results for %d records", len(errs), len(todo))
-				r.log.Error("sink bug", slog.Any("error", bug))
-				errs = make([]error, len(todo))
-				for i := range errs {
-					errs[i] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
-				}
-			}
-			var again []outbox.Record
-			var lastErr error
-			for i, rec := range todo {
-				err := errs[i]
-				if err == nil {
-					out.sent = append(out.sent, rec)
+			var todo []int
+			for _, i := range ready {
+				if prev := run.prevs[i]; prev != nil && !prev.sent {
+					run.out.deferred = append(run.out.deferred, run.recs[i])
+					run.own[i].resolve(false)
 					continue
 				}
-				switch sink.Classify(err) {
-				case sink.Unavailable:
-					again = append(again, rec)
-					lastErr = err
-				case sink.Permanent:
-					failedAggs[aggOf(rec)] = true
-					out.failed = append(out.failed, failure{rec: rec, err: err, dead: true})
-				default:
-					failedAggs[aggOf(rec)] = true
-					dead := r.cfg.MaxAttempts <= 1
-					out.failed = append(out.failed, failure{rec: rec, err: err, dead: dead, delay: r.retryDelay(1)})
-				}
+				todo = append(todo, i)
 			}
-			todo = again
-			if len(todo) == 0 {
-				backoff = 0
-				break
+			if err := r.publishWave(ctx, run, todo, &backoff); err != nil {
+				return err
 			}
-			if r.isStopping() {
-				return errStopped
-			}
-			backoff = min(max(2*backoff, 500*time.Millisecond), r.cfg.UnavailableBackoffMax)
-			r.log.Warn("broker unavailable; the stream waits", slog.Any("error", lastErr),
-				slog.Int("messages", len(todo)), slog.Duration("retry_in", backoff))
-			if !r.sleep(backoff) {
-				return errStopped
-			}
+			pending = waiting
 		}
 	}
 	return nil
 }
 
-// finish records the batch's outcome in one transaction: failures,
-// deferred aggregates, and the SENT marks (or deletes). Only then is the
-// batch's end position confirmed. If it fails, the session ends and the
-// next one reads the batch again.
-func (r *Relay) finish(out *outcome) error {
+// publishWave publishes the messages run.recs[todo] (one per aggregate)
+// until each was acknowledged or failed for good, retrying while the broker
+// is unavailable.
+func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int, backoff *time.Duration) error {
+	for len(todo) > 0 {
+		if r.isStopping() && r.sendCtx.Err() != nil {
+			return errStopped
+		}
+		recs := make([]outbox.Record, len(todo))
+		for j, i := range todo {
+			recs[j] = run.recs[i]
+		}
+		pctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
+		errs := r.cfg.Sink.Publish(pctx, recs)
+		cancel()
+		if r.aborted.Load() {
+			return errStopped
+		}
+		if len(errs) != len(recs) {
+			bug := fmt.Errorf("cdc: sink returned %d results for %d records", len(errs), len(recs))
+			r.log.Error("sink bug", slog.Any("error", bug))
+			errs = make([]error, len(recs))
+			for j := range errs {
+				errs[j] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
+			}
+		}
+		var again []int
+		var lastErr error
+		for j, i := range todo {
+			rec, err := run.recs[i], errs[j]
+			if err == nil {
+				run.out.sent = append(run.out.sent, rec)
+				run.own[i].resolve(true)
+				continue
+			}
+			switch sink.Classify(err) {
+			case sink.Unavailable:
+				again = append(again, i)
+				lastErr = err
+			case sink.Permanent:
+				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: true})
+				run.own[i].resolve(false)
+			default:
+				dead := r.cfg.MaxAttempts <= 1
+				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: dead, delay: r.retryDelay(1)})
+				run.own[i].resolve(false)
+			}
+		}
+		todo = again
+		if len(todo) == 0 {
+			*backoff = 0
+			return nil
+		}
+		if r.isStopping() {
+			return errStopped
+		}
+		*backoff = min(max(2**backoff, 500*time.Millisecond), r.cfg.UnavailableBackoffMax)
+		r.log.Warn("broker unavailable; the stream waits", slog.Any("error", lastErr),
+			slog.Int("messages", len(todo)), slog.Duration("retry_in", *backoff))
+		t := time.NewTimer(*backoff)
+		select {
+		case <-t.C:
+		case <-r.stopping:
+			t.Stop()
+			return errStopped
+		case <-ctx.Done():
+			t.Stop()
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// permanent marks err as a permanent failure.
+func permanent(err error) error { return fmt.Errorf("%w: %w", sink.ErrPermanent, err) }
+
+// record records an outcome in one statement (record.sql): failures,
+// deferred aggregates, and the SENT marks (or deletes). Only then are the
+// batches' end positions confirmed. If it fails, the session ends and the
+// next one reads the batches again.
+func (r *Relay) record(out *outcome) error {
 	for _, f := range out.failed {
 		out.deferAggs[aggOf(f.rec)] = "stream: message " + fmt.Sprint(f.rec.Seq) + " failed"
 	}
@@ -335,48 +306,35 @@ func (r *Relay) finish(out *outcome) error {
 	if len(out.failed) == 0 && len(out.deferAggs) == 0 && len(out.sent) == 0 {
 		return nil
 	}
+	if r.aborted.Load() {
+		return errStopped
+	}
+	fSeqs := make([]int64, len(out.failed))
+	fErrs := make([]string, len(out.failed))
+	fDelays := make([]int64, len(out.failed))
+	fDead := make([]bool, len(out.failed))
+	for i, f := range out.failed {
+		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = f.rec.Seq, cleanError(f.err.Error()), f.delay.Milliseconds(), f.dead
+	}
+	types := make([]string, 0, len(out.deferAggs))
+	ids := make([]string, 0, len(out.deferAggs))
+	reasons := make([]string, 0, len(out.deferAggs))
+	for a, reason := range out.deferAggs {
+		types, ids, reasons = append(types, a.typ), append(ids, a.id), append(reasons, reason)
+	}
+	sent := make([]int64, len(out.sent))
+	for i, rec := range out.sent {
+		sent[i] = rec.Seq
+	}
+	q := r.q.recordMark
+	if r.cfg.Cleanup == CleanupDelete {
+		q = r.q.recordDelete
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.sendCtx), r.cfg.PublishTimeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		if len(out.failed) > 0 {
-			seqs := make([]int64, len(out.failed))
-			errs := make([]string, len(out.failed))
-			delays := make([]int64, len(out.failed))
-			deads := make([]bool, len(out.failed))
-			for i, f := range out.failed {
-				seqs[i], errs[i], delays[i], deads[i] = f.rec.Seq, cleanError(f.err.Error()), f.delay.Milliseconds(), f.dead
-			}
-			if _, err := tx.Exec(ctx, r.q.fail, seqs, errs, delays, deads); err != nil {
-				return fmt.Errorf("record failures: %w", err)
-			}
-		}
-		if len(out.deferAggs) > 0 {
-			var types, ids, reasons []string
-			for a, reason := range out.deferAggs {
-				types, ids, reasons = append(types, a.typ), append(ids, a.id), append(reasons, reason)
-			}
-			if _, err := tx.Exec(ctx, r.q.deferAggs, types, ids, reasons); err != nil {
-				return fmt.Errorf("defer aggregates: %w", err)
-			}
-		}
-		if len(out.sent) > 0 {
-			seqs := make([]int64, len(out.sent))
-			for i, rec := range out.sent {
-				seqs[i] = rec.Seq
-			}
-			q := r.q.markSent
-			if r.cfg.Cleanup == CleanupDelete {
-				q = r.q.deleteSent
-			}
-			if _, err := tx.Exec(ctx, q, seqs); err != nil {
-				return fmt.Errorf("mark sent: %w", err)
-			}
-		}
-		if r.aborted.Load() {
-			return errStopped
-		}
-		return nil
-	})
+	var nFailed, nDeferred, nSent int64
+	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent).
+		Scan(&nFailed, &nDeferred, &nSent)
 	if err != nil {
 		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
 	}

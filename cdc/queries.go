@@ -14,12 +14,12 @@ var sqlFiles embed.FS
 // queries are the rendered SQL texts, with the schema and publication
 // filled in.
 type queries struct {
-	setup, setupLock, settings                   string
-	publicationGet, publicationCreate            string
-	slotGet, slotCreate, slotDrop                string
-	registryGet, registryPut, deferUnsent        string
-	check, deferAggs, fail, markSent, deleteSent string
-	heartbeat, lag, tableClaim, tableDeleteSent  string
+	setup, setupLock, settings                  string
+	publicationGet, publicationCreate           string
+	slotGet, slotCreate, slotDrop               string
+	registryGet, registryPut, deferUnsent       string
+	check, recordMark, recordDelete             string
+	heartbeat, lag, tableClaim, tableDeleteSent string
 }
 
 // loadQueries reads the embedded SQL and fills in {{schema}} and
@@ -47,10 +47,8 @@ func loadQueries(schema, publication string) (queries, error) {
 		{&q.registryPut, "registry_put.sql"},
 		{&q.deferUnsent, "defer_unsent.sql"},
 		{&q.check, "check.sql"},
-		{&q.deferAggs, "defer.sql"},
-		{&q.fail, "fail.sql"},
-		{&q.markSent, "mark_sent.sql"},
-		{&q.deleteSent, "delete_sent.sql"},
+		{&q.recordMark, "record.sql"},
+		{&q.recordDelete, "record.sql"},
 		{&q.heartbeat, "heartbeat.sql"},
 		{&q.lag, "lag.sql"},
 		{&q.tableClaim, "table_claim.sql"},
@@ -61,6 +59,21 @@ func loadQueries(schema, publication string) (queries, error) {
 			return queries{}, fmt.Errorf("cdc: read embedded %s: %w", f.file, err)
 		}
 		*f.dst = r.Replace(string(b))
+	}
+	// record.sql takes the statement for acknowledged messages in place of
+	// {{sent}}: record_mark.sql or record_delete.sql.
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
+		{&q.recordMark, "record_mark.sql"},
+		{&q.recordDelete, "record_delete.sql"},
+	} {
+		b, err := sqlFiles.ReadFile("sql/" + f.file)
+		if err != nil {
+			return queries{}, fmt.Errorf("cdc: read embedded %s: %w", f.file, err)
+		}
+		*f.dst = strings.Replace(*f.dst, "{{sent}}", strings.TrimRight(r.Replace(string(b)), "\n"), 1)
 	}
 	return q, nil
 }

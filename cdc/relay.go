@@ -35,6 +35,9 @@ type Relay struct {
 	warnedKeep  atomic.Bool  // the max_slot_wal_keep_size warning was logged
 	leader      atomic.Bool  // this relay streams from the slot now
 	behindNano  atomic.Int64 // unix nanos since when received messages wait; 0 when caught up
+	// batchesInFlight counts the batches with messages that were started
+	// and not yet recorded (for tests: pipelining happened).
+	batchesInFlight atomic.Int64
 
 	mu       sync.Mutex
 	started  bool
@@ -180,7 +183,8 @@ func (r *Relay) sleep(d time.Duration) bool {
 }
 
 // Stop stops reading the stream, waits up to Config.ShutdownTimeout for the
-// acks of the batch in flight (marking it and confirming its position),
+// acks of the batches in flight (recording them and confirming their
+// position),
 // then cancels what is left, which the next active relay sends again. It
 // returns when everything has finished, or with ctx's error if ctx ends
 // first. Calling it again, or on a relay that never started, is safe. It

@@ -3,6 +3,7 @@ package cdc_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/sink"
 )
 
 // newRelay starts a relay that the test stops or aborts itself.
@@ -213,4 +215,102 @@ func TestSlotLoss_FailsLoudlyAndRecreateRecovers(t *testing.T) {
 	e.waitLeader(recovered, 20*time.Second)
 	e.enqueue(seqMessage("x", 3))
 	checkOrder(t, e.consumed(4, 30*time.Second), map[string]int{"x": 4})
+}
+
+// slowSink delays each publish call by up to max, so that batches pile up
+// in the relay's pipeline.
+type slowSink struct {
+	sink.Sink
+	max time.Duration
+}
+
+func (s slowSink) Publish(ctx context.Context, recs []outbox.Record) []error {
+	select {
+	case <-time.After(time.Duration(rand.Int64N(int64(s.max)))):
+	case <-ctx.Done():
+	}
+	return s.Sink.Publish(ctx, recs)
+}
+
+// The relay is killed at random moments while batches are in flight in
+// its pipeline: a slow broker (each publish call takes up to 30 ms more)
+// keeps several batches checked and being published, or acknowledged and
+// awaiting their record, at once; and a tenth of the publishes of four of
+// the 40 aggregates fail with a retriable error, so that those move to the
+// table path while later messages of theirs are in flight in other
+// batches. Every message
+// arrives, each aggregate's messages in order, and kills do hit relays with
+// two or more batches in flight.
+func TestKill_WithBatchesInFlight_NothingLostOrderKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	fs := &faultySink{Sink: slowSink{Sink: e.newSink(nil), max: 30 * time.Millisecond}}
+	fs.setFail(func(rec outbox.Record) error {
+		// A few aggregates only, so that the table path (which sends every
+		// unsent message of the aggregates it holds) cannot hide a loss in
+		// the others.
+		if rec.AggregateID < fmtAgg(4) && rand.IntN(10) == 0 {
+			return errors.New("NOT_ENOUGH_REPLICAS (test)")
+		}
+		return nil
+	})
+	cfg := e.config(fs)
+	cfg.BatchSize = 20
+	cfg.MaxInFlight = 200
+	cfg.StatusInterval = 5 * time.Millisecond
+	first := e.newRelay(cfg)
+	e.waitLeader(first, 20*time.Second)
+	cdc.Abort(first)
+	waitStopped(t, first, 20*time.Second)
+
+	const total = 3000
+	wantCh := make(chan map[string]int, 1)
+	go func() { wantCh <- e.writeConcurrently(4, 40, total, 5) }()
+	var want map[string]int
+	kills, pipelined := 0, 0
+	for want == nil {
+		r := e.newRelay(cfg)
+		select {
+		case want = <-wantCh:
+		case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond):
+		}
+		// Kill at the next moment with batches in flight, if one comes soon.
+		for deadline := time.Now().Add(300 * time.Millisecond); cdc.BatchesInFlight(r) < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if cdc.BatchesInFlight(r) >= 2 {
+			pipelined++
+		}
+		cdc.Abort(r)
+		waitStopped(t, r, 20*time.Second)
+		kills++
+	}
+	e.newRelay(cfg)
+	recs := e.consumed(total, 120*time.Second)
+	dups := checkOrder(t, recs, want)
+	t.Logf("%d kills, %d with two or more batches in flight, %d records, %d duplicates", kills, pipelined, len(recs), dups)
+	if pipelined < 2 {
+		t.Fatalf("only %d of %d kills hit a relay with two or more batches in flight; the test proves little", pipelined, kills)
+	}
+}
+
+// The relay warns at start when max_slot_wal_keep_size is unlimited (a
+// stopped relay would make PostgreSQL keep WAL until the disk is full), and
+// only then.
+func TestSetup_WarnsWhenSlotWALIsUnlimited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{})
+	var keep string
+	if err := e.pool.QueryRow(context.Background(), `SELECT current_setting('max_slot_wal_keep_size')`).Scan(&keep); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cfg := e.config(e.newSink(nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	r := e.start(cfg)
+	e.waitLeader(r, 20*time.Second)
+	warned := strings.Contains(logs.String(), "level=WARN msg=\"max_slot_wal_keep_size is unlimited")
+	if unlimited := keep == "-1"; warned != unlimited {
+		t.Fatalf("max_slot_wal_keep_size = %s: warned %v; want %v. Logs:\n%s", keep, warned, unlimited, logs.String())
+	}
 }

@@ -52,8 +52,8 @@ func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	if r.aborted.Load() {
 		return nil
 	}
-	// Let the processor finish its batch (it does not start another once
-	// stop began), then report the final position.
+	// Let the processor finish the batches in flight (it starts no other
+	// once stop began), then report the final position.
 	procStop()
 	perr := rd.waitProcessor()
 	if err == nil {

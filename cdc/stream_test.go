@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,16 +13,23 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
-// Two transactions that interleave: the one that started later commits
-// first, and its message is published first. Repeated for several pairs on
-// a one-partition topic, so the broker's order is the publish order.
-func TestStream_PublishesInCommitOrder(t *testing.T) {
+// Without pipelining (MaxInFlight = BatchSize: one batch at a time), two
+// transactions that interleave: the one that started later commits first,
+// and its message is published first. Repeated for several pairs on a
+// one-partition topic, so the broker's order is the publish order. (With
+// pipelining, order holds per aggregate only: TestStream_ConcurrentWriters
+// and the kill tests.)
+func TestStream_NoPipelining_PublishesInCommitOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, broker.Config{Partitions: 1})
-	r := e.start(e.config(e.newSink(nil)))
+	cfg := e.config(e.newSink(nil))
+	cfg.BatchSize = 100
+	cfg.MaxInFlight = cfg.BatchSize
+	r := e.start(cfg)
 	e.waitLeader(r, 20*time.Second)
 
 	ctx := context.Background()
@@ -174,5 +182,57 @@ func TestStream_RecordContractIsThePollingRelays(t *testing.T) {
 	var p map[string]string
 	if err := json.Unmarshal(got.Value, &p); err != nil || p["orderId"] != "o-1" {
 		t.Fatalf("payload %q", got.Value)
+	}
+}
+
+// The in-flight bounds hold: with MaxInFlightBytes below one message's
+// size, one message at a time is in flight (never two batches), and
+// everything still arrives, in order per aggregate. With the default
+// bounds, the same load does put several batches in flight.
+func TestStream_InFlightBounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		maxBytes int64
+		slow     time.Duration
+	}{
+		{"one-message", 1, 5 * time.Millisecond},
+		{"default", 0, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, broker.Config{})
+			cfg := e.config(slowSink{Sink: e.newSink(nil), max: tc.slow})
+			cfg.BatchSize = 10
+			cfg.MaxInFlightBytes = tc.maxBytes
+			r := e.start(cfg)
+			e.waitLeader(r, 20*time.Second)
+			var most atomic.Int64
+			stop := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Microsecond):
+					}
+					if n := cdc.BatchesInFlight(r); n > most.Load() {
+						most.Store(n)
+					}
+				}
+			}()
+			want := e.writeConcurrently(4, 10, 300, 3)
+			checkOrder(t, e.consumed(300, 60*time.Second), want)
+			close(stop)
+			<-sampled
+			switch {
+			case tc.maxBytes == 1 && most.Load() > 1:
+				t.Fatalf("%d batches in flight with MaxInFlightBytes 1; want at most 1", most.Load())
+			case tc.maxBytes == 0 && most.Load() < 2:
+				t.Fatalf("at most %d batch in flight with the default bounds under load; want pipelining", most.Load())
+			}
+		})
 	}
 }

@@ -26,7 +26,11 @@ b AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) AS b (seq, aggregate_type, aggregate_id, xid)
 ),
 v AS (
-    SELECT b.seq, b.aggregate_type, b.aggregate_id, m.status,
+    -- The row's status by primary key, as a scalar subquery: a join could be
+    -- planned as a hash join over the whole table, whose cost grows with
+    -- the SENT rows kept.
+    SELECT b.seq, b.aggregate_type, b.aggregate_id,
+           (SELECT m.status FROM {{schema}}.outbox_messages m WHERE m.seq = b.seq) AS status,
            pg_visible_in_snapshot(
                (s.xmax - (CASE WHEN x.diff = 0 THEN 4294967296 ELSE x.diff END))::text::xid8,
                s.snap) AS visible,
@@ -40,7 +44,6 @@ v AS (
                      AND e.status IN ('FAILED', 'IN_FLIGHT', 'DEAD_LETTER')) AS blocked
     FROM s, b
     CROSS JOIN LATERAL (SELECT ((s.xmax - b.xid) % 4294967296 + 4294967296) % 4294967296 AS diff) x
-    LEFT JOIN {{schema}}.outbox_messages m ON m.seq = b.seq
 ),
 d AS (
     INSERT INTO {{schema}}.outbox_cdc_deferred (aggregate_type, aggregate_id, reason)

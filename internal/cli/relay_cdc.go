@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/metrics"
+	"github.com/outbox-dev/outbox/relay"
 )
 
 // Relay modes (--mode).
@@ -28,10 +31,12 @@ type cdcFlags struct {
 	publication  string
 	recreateSlot bool
 	cleanup      string
+	maxInFlight  int
+	maxInFlightB int64
 }
 
 // cdcOnlyFlags are the flags that mean something only with --mode cdc.
-var cdcOnlyFlags = []string{"slot", "publication", "recreate-slot", "cdc-cleanup"}
+var cdcOnlyFlags = []string{"slot", "publication", "recreate-slot", "cdc-cleanup", "cdc-max-in-flight", "cdc-max-in-flight-bytes"}
 
 func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 	fs.StringVar(&c.mode, "mode", modePolling, "`mode`: polling (claim events from the outbox table) or cdc (read the outbox inserts from the WAL by logical replication; see docs/cdc.md)")
@@ -39,6 +44,8 @@ func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 	fs.StringVar(&c.publication, "publication", "", "cdc mode: publication `name` on the outbox table, created if absent (default the slot's name)")
 	fs.BoolVar(&c.recreateSlot, "recreate-slot", false, "cdc mode: if the recorded slot was lost, create a new one; events still unsent in the table are sent first (see docs/cdc.md)")
 	fs.StringVar(&c.cleanup, "cdc-cleanup", cdc.CleanupMarkSent.String(), "cdc mode: what happens to an event's row after the broker's ack: mark-sent or delete (\"write and forget\")")
+	fs.IntVar(&c.maxInFlight, "cdc-max-in-flight", 0, "cdc mode: most `events` read from the WAL and not yet acknowledged and recorded; later batches are read, checked and published while earlier ones await acks (0 means 4 × --batch-size; the value of --batch-size turns pipelining off)")
+	fs.Int64Var(&c.maxInFlightB, "cdc-max-in-flight-bytes", cdc.DefaultMaxInFlightBytes, "cdc mode: most `bytes` of events (payload, headers, keys) in flight")
 }
 
 // runRelayMode runs the relay in the mode --mode names.
@@ -74,6 +81,12 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	default:
 		return flagError("cdc-cleanup", "must be mark-sent or delete, not %q", cf.cleanup)
 	}
+	if cf.maxInFlight < 0 {
+		return flagError("cdc-max-in-flight", "must be 0 (4 × --batch-size) or more, not %d", cf.maxInFlight)
+	}
+	if cf.maxInFlightB < 1 {
+		return flagError("cdc-max-in-flight-bytes", "must be at least 1, not %d", cf.maxInFlightB)
+	}
 	if _, err := kf.config(a.logger); err != nil {
 		return err
 	}
@@ -93,6 +106,9 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 			a.logger.Warn("closing the Kafka client", slog.Any("error", err))
 		}
 	}()
+	// The metrics' hooks exist once the admin endpoint runs, which needs the
+	// relay (for the slot's lag); the relay calls them only after Run.
+	var hooks relay.Hooks
 	r, err := cdc.New(cdc.Config{
 		Pool:                  pool,
 		Sink:                  snk,
@@ -104,6 +120,8 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		Cleanup:               cleanup,
 		ID:                    rf.id,
 		BatchSize:             rf.batchSize,
+		MaxInFlight:           cf.maxInFlight,
+		MaxInFlightBytes:      cf.maxInFlightB,
 		PublishTimeout:        rf.publishTimeout,
 		TablePathInterval:     rf.pollInterval,
 		Lease:                 rf.lease,
@@ -113,12 +131,24 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		UnavailableBackoffMax: rf.unavailableBackoffMax,
 		ShutdownTimeout:       rf.shutdownTimeout,
 		Logger:                a.logger,
+		Hooks: cdc.Hooks{
+			Published: func(rec outbox.Record, since time.Duration) {
+				if hooks.Published != nil {
+					hooks.Published(rec, since)
+				}
+			},
+			Failed: func(rec outbox.Record, err error, dead bool) {
+				if hooks.Failed != nil {
+					hooks.Failed(rec, err, dead)
+				}
+			},
+		},
 	})
 	if err != nil {
 		return cdcConfigError(err)
 	}
-	// Health, table metrics and the status page; the CDC relay has no
-	// per-message hooks yet.
+	// Health, the relay's and the table's metrics, the slot's lag, and the
+	// status page.
 	adm, err := a.startAdmin(ctx, af, pool, snk.Ping, func(reg prometheus.Registerer) error {
 		return metrics.NewSlotLag(reg, r.Slot(), func(ctx context.Context) (metrics.SlotLag, error) {
 			l, err := r.Lag(ctx)
@@ -129,6 +159,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		return err
 	}
 	defer adm.close()
+	hooks = adm.hooks
 	attrs := []any{
 		slog.String("relay_id", r.ID()),
 		slog.String("mode", modeCDC),
@@ -164,6 +195,7 @@ func cdcConfigError(err error) error {
 	}
 	for field, flag := range map[string]string{
 		"Slot": "slot", "Publication": "publication", "Schema": "schema", "ConnString": "database-url",
+		"MaxInFlight": "cdc-max-in-flight", "MaxInFlightBytes": "cdc-max-in-flight-bytes",
 	} {
 		if strings.HasPrefix(err.Error(), cdc.ErrInvalidConfig.Error()+": "+field+" ") {
 			return flagError(flag, "is not usable: %v", err)

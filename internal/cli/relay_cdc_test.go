@@ -21,6 +21,9 @@ func TestRelayCDC_BadSettingFailsNamingTheFlag(t *testing.T) {
 		{[]string{"--mode", "cdc", "--publication", "a'b"}, "--publication is not usable"},
 		{[]string{"--mode", "cdc", "--cdc-cleanup", "truncate"}, "--cdc-cleanup must be mark-sent or delete"},
 		{[]string{"--mode", "cdc", "--batch-size", "0"}, "--batch-size must be at least 1"},
+		{[]string{"--cdc-max-in-flight", "10"}, "--cdc-max-in-flight applies only to --mode cdc"},
+		{[]string{"--mode", "cdc", "--cdc-max-in-flight", "-1"}, "--cdc-max-in-flight must be 0"},
+		{[]string{"--mode", "cdc", "--cdc-max-in-flight-bytes", "0"}, "--cdc-max-in-flight-bytes must be at least 1"},
 	} {
 		res := runCLI(t, nil, append([]string{"relay", "--database-url", db}, tc.args...)...)
 		if res.code != exitUsage || !strings.Contains(res.stderr, tc.want) {

@@ -1,0 +1,552 @@
+package cdc
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// The stream is processed as a pipeline, so that reading, checking,
+// publishing and recording overlap:
+//
+//   - The dispatcher (process, one goroutine) reads the events in stream
+//     order, cuts them into batches within the in-flight bounds
+//     (Config.MaxInFlight, MaxInFlightBytes), checks each batch (one
+//     statement, batches one after the other) and starts its publishing.
+//   - Each batch publishes on its own goroutine, in waves; a message waits
+//     for the outcome of the previous message of its aggregate, wherever
+//     that one is (the chain below), so order per aggregate holds across
+//     batches.
+//   - The finisher takes the batches in stream order, waits until a batch
+//     is published, and records the outcome of it and of the following
+//     batches that are published already in one statement, on a goroutine
+//     (up to maxRecords at once). As the records complete, in stream order,
+//     it confirms their end position and frees their share of the bounds.
+//
+// So the confirmed position only moves over batches whose every message
+// was acknowledged (or recorded as failed or deferred) and whose
+// bookkeeping committed, and always in stream order: a crash re-sends what
+// came after it, never loses.
+//
+// The chain: tails maps each aggregate to the node of its latest message
+// in flight. A message whose predecessor was not acknowledged (it failed,
+// or was itself deferred) is deferred to the table path, and so are the
+// rest of its aggregate's messages behind it. A node leaves the map when
+// its batch was recorded, and, if its message was not acknowledged, only
+// once every check that may have read the table before that record
+// committed has been linked: a later check sees the deferral itself.
+
+// node is one message's place in its aggregate's chain.
+type node struct {
+	agg  aggregate
+	done chan struct{} // closed when the outcome is known
+	sent bool          // acknowledged; valid once done is closed
+	// resolved is set with the outcome, by the goroutine that owns the
+	// node (its batch's publisher, or the dispatcher for nodes resolved at
+	// once).
+	resolved bool
+}
+
+func newNode(agg aggregate) *node { return &node{agg: agg, done: make(chan struct{})} }
+
+func (n *node) resolve(sent bool) {
+	if n.resolved {
+		return
+	}
+	n.resolved, n.sent = true, sent
+	close(n.done)
+}
+
+func (n *node) isDone() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// retiredNode is a node whose message was not acknowledged, recorded when
+// epoch checks had started.
+type retiredNode struct {
+	n     *node
+	epoch uint64
+}
+
+// batchRun is one batch on its way through the pipeline.
+type batchRun struct {
+	end   pglogrepl.LSN
+	msgs  int
+	bytes int64
+	// recs are the messages to publish, in stream order, with their
+	// predecessors in the chain and their own nodes.
+	recs  []outbox.Record
+	prevs []*node
+	own   []*node
+	nodes []*node // every node of the batch, resolved ones included
+	out   outcome
+	done  chan struct{} // closed when publishing is over
+	err   error         // set before done is closed
+}
+
+// pipeline is one session's processing of the stream.
+type pipeline struct {
+	r         *Relay
+	events    <-chan event
+	confirmed *atomic.Uint64
+	ctx       context.Context // ends when the finisher stops on an error
+	cancel    context.CancelFunc
+	queue     chan *batchRun // dispatched batches, in stream order
+	wg        sync.WaitGroup // the batches' publishers
+	checks    atomic.Uint64  // checks started
+
+	mu      sync.Mutex
+	tails   map[aggregate]*node
+	retired []retiredNode
+	inMsgs  int
+	inBytes int64
+	room    chan struct{} // a token when in-flight room was freed
+}
+
+// process runs the pipeline over events until ctx is done, the relay
+// stops, or an error. It returns after every dispatched batch was recorded
+// (or could not be), errStopped when the relay was aborted.
+func (r *Relay) process(ctx context.Context, events <-chan event, confirmed *atomic.Uint64) error {
+	p := &pipeline{r: r, events: events, confirmed: confirmed,
+		queue: make(chan *batchRun, 1024), tails: map[aggregate]*node{}, room: make(chan struct{}, 1)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	defer p.cancel()
+	r.behindNano.Store(0)
+	r.batchesInFlight.Store(0)
+	finished := make(chan error, 1)
+	go func() { finished <- p.finish() }()
+	err := p.dispatch(ctx)
+	close(p.queue)
+	ferr := <-finished
+	// Publishers of batches the finisher will not record stop waiting.
+	p.cancel()
+	p.wg.Wait()
+	if ferr != nil {
+		return ferr
+	}
+	if err == nil && r.aborted.Load() {
+		err = errStopped
+	}
+	return err
+}
+
+// dispatch reads batches and starts them, while there is room in flight.
+func (p *pipeline) dispatch(ctx context.Context) error {
+	r := p.r
+	heartbeat := time.NewTimer(r.cfg.HeartbeatInterval)
+	defer heartbeat.Stop()
+	lagTick := time.NewTicker(r.cfg.LagLogInterval)
+	defer lagTick.Stop()
+	batchSize := min(r.cfg.BatchSize, r.cfg.MaxInFlight)
+	for {
+		msgRoom, byteRoom, idle := p.roomLeft()
+		if !idle && (msgRoom < batchSize || byteRoom <= 0) {
+			select {
+			case <-p.room:
+			case <-lagTick.C:
+				r.logLag()
+			case <-ctx.Done():
+				return nil
+			case <-r.stopping:
+				return nil
+			case <-p.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		var first event
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.stopping:
+			return nil
+		case <-p.ctx.Done():
+			return nil
+		case <-lagTick.C:
+			r.logLag()
+			continue
+		case <-heartbeat.C:
+			r.heartbeat()
+			heartbeat.Reset(r.cfg.HeartbeatInterval)
+			continue
+		case first = <-p.events:
+		}
+		if r.behindNano.Load() == 0 {
+			r.behindNano.Store(time.Now().UnixNano())
+		}
+		b := batch{}
+		b.add(first)
+	fill:
+		for b.records < batchSize && b.bytes < byteRoom {
+			select {
+			case ev := <-p.events:
+				b.add(ev)
+			default:
+				break fill
+			}
+		}
+		run, err := p.start(b)
+		if err != nil {
+			return err
+		}
+		select {
+		case p.queue <- run:
+		case <-p.ctx.Done():
+			return nil
+		}
+		heartbeat.Reset(r.cfg.HeartbeatInterval)
+	}
+}
+
+// roomLeft returns how many more messages and bytes may be in flight, and
+// whether nothing is. A batch is started when a full one fits (or nothing
+// is in flight), so that MaxInFlight = BatchSize means one batch at a time.
+func (p *pipeline) roomLeft() (msgs int, bytes int64, idle bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r.cfg.MaxInFlight - p.inMsgs, p.r.cfg.MaxInFlightBytes - p.inBytes, p.inMsgs == 0 && p.inBytes == 0
+}
+
+// start takes b's share of the bounds, checks b, links its messages into
+// their aggregates' chains and starts publishing them.
+func (p *pipeline) start(b batch) (*batchRun, error) {
+	run := &batchRun{end: b.end, msgs: b.records, bytes: b.bytes, done: make(chan struct{}),
+		out: outcome{deferAggs: map[aggregate]string{}}}
+	p.mu.Lock()
+	p.inMsgs += run.msgs
+	p.inBytes += run.bytes
+	p.mu.Unlock()
+	if b.records == 0 {
+		close(run.done)
+		return run, nil
+	}
+	p.r.batchesInFlight.Add(1)
+	epoch := p.checks.Add(1)
+	var toCheck []event
+	for _, ev := range b.items {
+		if ev.decodeErr == nil {
+			toCheck = append(toCheck, ev)
+		}
+	}
+	verdicts, err := p.r.check(toCheck)
+	if err != nil {
+		p.r.batchesInFlight.Add(-1)
+		return nil, err
+	}
+	p.mu.Lock()
+	for _, ev := range b.items {
+		agg := aggOf(ev.rec)
+		if ev.decodeErr != nil {
+			run.out.failed = append(run.out.failed, failure{rec: ev.rec, err: permanent(ev.decodeErr), dead: true})
+			p.link(run, agg, false)
+			continue
+		}
+		switch verdicts[ev.rec.Seq].action() {
+		case actPublish:
+			n := newNode(agg)
+			run.recs = append(run.recs, ev.rec)
+			run.prevs = append(run.prevs, p.tails[agg])
+			run.own = append(run.own, n)
+			run.nodes = append(run.nodes, n)
+			p.tails[agg] = n
+		case actDefer:
+			run.out.deferred = append(run.out.deferred, ev.rec)
+			p.link(run, agg, false)
+		case actSkip:
+			p.r.log.Debug("message already handled; skipped", recAttrs(ev.rec, "status", verdicts[ev.rec.Seq].status)...)
+		}
+	}
+	// Every check up to this one is linked: unacknowledged nodes recorded
+	// before it started are known to the table now.
+	kept := p.retired[:0]
+	for _, rn := range p.retired {
+		if rn.epoch > epoch {
+			kept = append(kept, rn)
+		} else if p.tails[rn.n.agg] == rn.n {
+			delete(p.tails, rn.n.agg)
+		}
+	}
+	clear(p.retired[len(kept):])
+	p.retired = kept
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.publish(run)
+	return run, nil
+}
+
+// link appends a node with a known outcome to agg's chain. p.mu is held.
+func (p *pipeline) link(run *batchRun, agg aggregate, sent bool) {
+	n := newNode(agg)
+	n.resolve(sent)
+	run.nodes = append(run.nodes, n)
+	p.tails[agg] = n
+}
+
+// publish publishes run's messages, then resolves what is unresolved
+// (stopped) as not sent, and marks the run done.
+func (p *pipeline) publish(run *batchRun) {
+	defer p.wg.Done()
+	err := p.r.publish(p.ctx, run)
+	for _, n := range run.own {
+		n.resolve(false)
+	}
+	run.err = err
+	close(run.done)
+}
+
+// maxRecords is how many records (one statement each) may run at once.
+// They touch different rows and may commit in any order, except that a
+// record that hands aggregates to the table path starts only after the
+// earlier ones committed; positions are confirmed in stream order.
+const maxRecords = 2
+
+// pendingRecord is a group of consecutive published batches whose record
+// runs.
+type pendingRecord struct {
+	group []*batchRun
+	done  chan struct{} // closed when the record returned
+	err   error
+	epoch uint64 // checks started when the record committed
+}
+
+// finish records the dispatched batches in stream order, several at once
+// when they are published already, with up to maxRecords records running,
+// and confirms their positions in stream order.
+func (p *pipeline) finish() error {
+	var outstanding []*pendingRecord
+	front := func() <-chan struct{} {
+		if len(outstanding) == 0 {
+			return nil // blocks forever in a select
+		}
+		return outstanding[0].done
+	}
+	// drain waits for every outstanding record and completes them in
+	// order, up to the first that failed.
+	drain := func() error {
+		var first error
+		for _, pr := range outstanding {
+			<-pr.done
+			if first == nil {
+				first = p.complete(pr)
+			}
+		}
+		outstanding = nil
+		return first
+	}
+	stop := func(err error) error {
+		if derr := drain(); derr != nil {
+			err = derr
+		}
+		p.cancel()
+		return err
+	}
+	var head *batchRun
+	open := true
+	for {
+		for len(outstanding) > 0 && isClosed(outstanding[0].done) {
+			if err := p.complete(outstanding[0]); err != nil {
+				return stop(err)
+			}
+			outstanding = outstanding[1:]
+		}
+		if head == nil {
+			if !open {
+				if len(outstanding) == 0 {
+					return nil
+				}
+				<-front()
+				continue
+			}
+			select {
+			case b, ok := <-p.queue:
+				if !ok {
+					open = false
+					continue
+				}
+				head = b
+			case <-front():
+				continue
+			}
+		}
+		select {
+		case <-head.done:
+		case <-front():
+			continue
+		}
+		if head.err != nil {
+			return stop(head.err)
+		}
+		if len(outstanding) >= maxRecords {
+			<-front()
+			continue
+		}
+		group := []*batchRun{head}
+		head = nil
+		var stopErr error
+	gather:
+		for open {
+			select {
+			case next, ok := <-p.queue:
+				if !ok {
+					open = false
+					break gather
+				}
+				select {
+				case <-next.done:
+					if next.err != nil {
+						stopErr = next.err
+						break gather
+					}
+					group = append(group, next)
+				default:
+					head = next
+					break gather
+				}
+			default:
+				break gather
+			}
+		}
+		if handsOver(group) {
+			// A record that defers aggregates to the table path must not
+			// commit before the records of earlier batches: the table path
+			// would take over an aggregate whose earlier failure is not yet
+			// recorded (and send it without counting that attempt).
+			if err := drain(); err != nil {
+				return stop(err)
+			}
+		}
+		outstanding = append(outstanding, p.startRecord(group))
+		if stopErr != nil {
+			return stop(stopErr)
+		}
+	}
+}
+
+// handsOver reports whether a group's record defers aggregates to the
+// table path (failures or deferred messages).
+func handsOver(group []*batchRun) bool {
+	for _, b := range group {
+		if len(b.out.failed) > 0 || len(b.out.deferred) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// startRecord records the outcome of a group of consecutive published
+// batches on its own goroutine.
+func (p *pipeline) startRecord(group []*batchRun) *pendingRecord {
+	pr := &pendingRecord{group: group, done: make(chan struct{})}
+	out := outcome{deferAggs: map[aggregate]string{}}
+	for _, b := range group {
+		out.sent = append(out.sent, b.out.sent...)
+		out.failed = append(out.failed, b.out.failed...)
+		out.deferred = append(out.deferred, b.out.deferred...)
+	}
+	go func() {
+		defer close(pr.done)
+		pr.err = p.r.record(&out)
+		pr.epoch = p.checks.Load()
+	}()
+	return pr
+}
+
+// complete takes a recorded group, in stream order: it confirms the
+// group's end position, takes its nodes out of the chains and frees its
+// room.
+func (p *pipeline) complete(pr *pendingRecord) error {
+	r := p.r
+	if pr.err != nil {
+		return pr.err
+	}
+	if r.aborted.Load() {
+		return errStopped
+	}
+	var end pglogrepl.LSN
+	msgs, bytes, batches := 0, int64(0), int64(0)
+	for _, b := range pr.group {
+		if b.msgs > 0 {
+			batches++
+		}
+		end = max(end, b.end)
+		msgs += b.msgs
+		bytes += b.bytes
+	}
+	if end > 0 && uint64(end) > p.confirmed.Load() {
+		p.confirmed.Store(uint64(end))
+	}
+	p.mu.Lock()
+	for _, b := range pr.group {
+		for _, n := range b.nodes {
+			switch {
+			case p.tails[n.agg] != n:
+			case n.sent:
+				delete(p.tails, n.agg)
+			default:
+				p.retired = append(p.retired, retiredNode{n: n, epoch: pr.epoch})
+			}
+		}
+	}
+	p.inMsgs -= msgs
+	p.inBytes -= bytes
+	r.batchesInFlight.Add(-batches)
+	idle := p.inMsgs == 0
+	p.mu.Unlock()
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
+	if idle && len(p.events) == 0 {
+		r.behindNano.Store(0)
+	}
+	return nil
+}
+
+// batch is a run of events: the messages, and the last position after which
+// nothing of the batch is pending.
+type batch struct {
+	items   []event
+	records int
+	bytes   int64
+	end     pglogrepl.LSN
+}
+
+func (b *batch) add(ev event) {
+	if ev.isRec {
+		b.items = append(b.items, ev)
+		b.records++
+		b.bytes += recordBytes(ev.rec)
+		return
+	}
+	b.end = max(b.end, ev.end)
+}
+
+// recordBytes estimates the memory a message takes in flight.
+func recordBytes(rec outbox.Record) int64 {
+	n := len(rec.Payload) + len(rec.AggregateType) + len(rec.AggregateID) + len(rec.EventType) +
+		len(rec.Topic) + len(rec.ContentType) + len(rec.CorrelationID) + len(rec.CausationID) +
+		len(rec.TraceParent) + 256
+	for k, v := range rec.Headers {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}

@@ -1,0 +1,38 @@
+-- The outcome of one or more consecutive batches from the stream, recorded
+-- in a single statement (one round trip, one commit): failed publishes,
+-- deferred aggregates, and the messages the broker acknowledged. The
+-- relay confirms the batches' end position only after this statement
+-- committed.
+--
+-- Failures are recorded as the polling relay records them: FAILED with the
+-- next attempt scheduled, or DEAD_LETTER. Acknowledged messages are marked
+-- SENT (record_mark.sql fills in the "sent" statement) or deleted
+-- (record_delete.sql, Cleanup "delete").
+-- Only rows still PENDING change: a row another relay holds or sent keeps
+-- its state. Rows are found by primary key; the seqs of failures and of
+-- acknowledged messages are disjoint.
+--
+-- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter;
+-- $5 deferred aggregate types, $6 aggregate ids, $7 reasons; $8 acknowledged
+-- seqs.
+WITH failed AS (
+    UPDATE {{schema}}.outbox_messages m
+    SET attempts = m.attempts + 1,
+        status = CASE WHEN f.dead THEN 'DEAD_LETTER' ELSE 'FAILED' END,
+        next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
+        last_error = f.error
+    FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f (seq, error, delay_ms, dead)
+    WHERE m.seq = f.seq
+      AND m.status = 'PENDING'
+    RETURNING 1
+),
+deferred AS (
+    INSERT INTO {{schema}}.outbox_cdc_deferred (aggregate_type, aggregate_id, reason)
+    SELECT * FROM unnest($5::text[], $6::text[], $7::text[])
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+),
+sent AS (
+{{sent}}
+)
+SELECT (SELECT count(*) FROM failed), (SELECT count(*) FROM deferred), (SELECT count(*) FROM sent)

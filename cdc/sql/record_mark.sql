@@ -1,0 +1,8 @@
+    -- Cleanup "mark-sent": the row keeps a record of the publish.
+    UPDATE {{schema}}.outbox_messages
+    SET status = 'SENT',
+        published_at = now(),
+        last_error = ''
+    WHERE seq = ANY ($8::bigint[])
+      AND status = 'PENDING'
+    RETURNING 1
