@@ -54,6 +54,7 @@ var commands = []func(*app) *cobra.Command{
 	newBenchCommand,
 	newExampleCommand,
 	newDemoCommand,
+	newChaosCommand,
 }
 
 // app is what every command shares: the output streams, the environment,

@@ -1,0 +1,352 @@
+package chaos
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// Fault kinds.
+const (
+	FaultRelayKill       = "relay-kill"           // SIGKILL a relay at a random moment
+	FaultRelayAfterAck   = "relay-kill-after-ack" // SIGKILL a relay when the broker has a record it has not marked
+	FaultRelayInMark     = "relay-kill-in-mark"   // SIGKILL a relay inside its mark transaction
+	FaultRelayZombie     = "relay-zombie"         // SIGSTOP a relay past its lease, then SIGCONT
+	FaultRollingRestart  = "rolling-restart"      // SIGTERM and restart each relay in turn
+	FaultConsumerKill    = "consumer-kill"        // SIGKILL billing or inventory
+	FaultOrdersKill      = "orders-kill"          // SIGKILL an order service
+	FaultBrokerStop      = "broker-stop"          // stop the broker for 10-20 s, restart it on its data
+	FaultPGRestart       = "pg-restart"           // pg_ctlcluster restart -m fast or immediate
+	FaultLinkLatency     = "link-latency"         // toxiproxy latency on a link
+	FaultLinkReset       = "link-reset"           // close a link's connections and refuse new ones
+	FaultLinkBlackhole   = "link-blackhole"       // data stops flowing on a link
+	FaultLinkBandwidth   = "link-bandwidth"       // a link limited to 16 KB/s
+	FaultLateCommit      = "late-commit"          // a transaction held open for seconds, then committed
+	FaultLateRollback    = "late-rollback"        // the same, rolled back
+	FaultPoison          = "poison"               // an oversized message the broker refuses
+	poisonPayloadBytes   = 400 << 10              // over brokerMaxMessageBytes
+	failpointAfterAck    = "relay-after-ack"
+	failpointInMark      = "pgstore-mark-sent-before-commit"
+	failpointWait        = 20 * time.Second
+	restartWithin        = 60 * time.Second
+	concurrentFaultKinds = "late-commit late-rollback poison"
+)
+
+// PlannedFault is one entry of the schedule a seed gives.
+type PlannedFault struct {
+	// At is the offset from the start of the load.
+	At     time.Duration `json:"atMs"`
+	Kind   string        `json:"kind"`
+	Target string        `json:"target,omitempty"`
+	// Hold is how long the fault lasts (down time, pause, toxic).
+	Hold    time.Duration `json:"holdMs,omitempty"`
+	Variant string        `json:"variant,omitempty"`
+}
+
+// MarshalJSON writes the durations in milliseconds.
+func (p PlannedFault) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"atMs":%d,"kind":%q,"target":%q,"holdMs":%d,"variant":%q}`,
+		p.At.Milliseconds(), p.Kind, p.Target, p.Hold.Milliseconds(), p.Variant), nil
+}
+
+// planFaults derives the fault schedule from the seed: the same seed and
+// config give the same schedule.
+func planFaults(seed int64, cfg Config) []PlannedFault {
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	relay := func() string { return fmt.Sprintf("relay-%d", 1+rng.IntN(cfg.Relays)) }
+	linkNames := []string{"broker", "broker"}
+	for i := range cfg.Relays {
+		linkNames = append(linkNames, fmt.Sprintf("pg-relay-%d", i+1))
+	}
+	for i := range cfg.OrderServices {
+		linkNames = append(linkNames, fmt.Sprintf("pg-orders-%d", i+1))
+	}
+	linkNames = append(linkNames, "pg-billing", "pg-inventory")
+	link := func() string { return linkNames[rng.IntN(len(linkNames))] }
+
+	type weighted struct {
+		kind   string
+		weight int
+	}
+	kinds := []weighted{
+		{FaultRelayKill, 4}, {FaultRelayAfterAck, 3}, {FaultRelayInMark, 2}, {FaultRelayZombie, 3},
+		{FaultRollingRestart, 1}, {FaultConsumerKill, 3}, {FaultOrdersKill, 1}, {FaultBrokerStop, 1},
+		{FaultLinkLatency, 3}, {FaultLinkReset, 3}, {FaultLinkBlackhole, 2}, {FaultLinkBandwidth, 1},
+	}
+	if cfg.PGRestart {
+		kinds = append(kinds, weighted{FaultPGRestart, 1})
+	}
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	var plan []PlannedFault
+	end := cfg.Duration - 3*time.Second
+	lastBroker, lastPG := -time.Hour, -time.Hour
+	for at := between(2*time.Second, 4*time.Second); at < end; {
+		n := rng.IntN(total)
+		var kind string
+		for _, k := range kinds {
+			if n < k.weight {
+				kind = k.kind
+				break
+			}
+			n -= k.weight
+		}
+		f := PlannedFault{At: at, Kind: kind}
+		switch kind {
+		case FaultRelayKill:
+			f.Target, f.Hold = relay(), between(200*time.Millisecond, 3*time.Second)
+		case FaultRelayAfterAck, FaultRelayInMark:
+			f.Target = relay()
+		case FaultRelayZombie:
+			f.Target, f.Hold = relay(), cfg.Lease+between(time.Second, 2*cfg.Lease)
+		case FaultConsumerKill:
+			f.Target, f.Hold = []string{"billing", "inventory"}[rng.IntN(2)], between(200*time.Millisecond, 2*time.Second)
+		case FaultOrdersKill:
+			f.Target, f.Hold = fmt.Sprintf("orders-%d", 1+rng.IntN(cfg.OrderServices)), between(500*time.Millisecond, 2*time.Second)
+		case FaultBrokerStop:
+			if at-lastBroker < 45*time.Second {
+				f.Kind, f.Target, f.Hold = FaultRelayKill, relay(), between(200*time.Millisecond, 3*time.Second)
+				break
+			}
+			f.Target, f.Hold, lastBroker = "broker", between(10*time.Second, 20*time.Second), at
+		case FaultPGRestart:
+			if at-lastPG < 30*time.Second {
+				f.Kind, f.Target, f.Hold = FaultLinkReset, link(), between(time.Second, 4*time.Second)
+				break
+			}
+			f.Target, f.Variant, lastPG = "postgresql", []string{"fast", "immediate"}[rng.IntN(2)], at
+		case FaultLinkLatency:
+			f.Target, f.Hold = link(), between(3*time.Second, 8*time.Second)
+			f.Variant = fmt.Sprintf("%dms", 50+rng.IntN(400))
+		case FaultLinkReset:
+			f.Target, f.Hold = link(), between(time.Second, 4*time.Second)
+		case FaultLinkBlackhole:
+			f.Target, f.Hold = link(), between(time.Second, 2*cfg.Lease)
+		case FaultLinkBandwidth:
+			f.Target, f.Hold = link(), between(3*time.Second, 8*time.Second)
+		}
+		plan = append(plan, f)
+		at += f.Hold + between(cfg.FaultGap/2, cfg.FaultGap*3/2)
+	}
+	// Concurrent with the others: late commits and poison at random moments.
+	for range max(1, int(cfg.Duration/(15*time.Second))) {
+		kind := FaultLateCommit
+		if rng.IntN(3) == 0 {
+			kind = FaultLateRollback
+		}
+		plan = append(plan, PlannedFault{At: between(time.Second, end), Kind: kind, Hold: between(2*time.Second, 6*time.Second),
+			Target: fmt.Sprintf("late-%d", len(plan))})
+	}
+	for i := range max(0, cfg.Poison) {
+		plan = append(plan, PlannedFault{At: between(time.Second, end), Kind: FaultPoison, Target: fmt.Sprintf("poison-%d", i)})
+	}
+	return plan
+}
+
+// runFaults executes the plan until ctx is done: the exclusive faults one
+// after the other (a late one starts when the previous ended), the
+// concurrent ones at their time.
+func (h *harness) runFaults(ctx context.Context, plan []PlannedFault) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, f := range plan {
+		if strings.Contains(concurrentFaultKinds, f.Kind) {
+			wg.Go(func() {
+				sleep(ctx, time.Until(start.Add(f.At)))
+				if ctx.Err() == nil {
+					h.inject(ctx, f)
+				}
+			})
+		}
+	}
+	for _, f := range plan {
+		if strings.Contains(concurrentFaultKinds, f.Kind) {
+			continue
+		}
+		sleep(ctx, time.Until(start.Add(f.At)))
+		if ctx.Err() != nil {
+			return
+		}
+		h.inject(ctx, f)
+	}
+}
+
+func (h *harness) component(name string) *component {
+	for _, c := range h.all() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// inject runs one fault and heals it (early when ctx ends), recording its window.
+func (h *harness) inject(ctx context.Context, f PlannedFault) {
+	began := time.Now()
+	err := h.injectFault(ctx, f)
+	ended := time.Now()
+	h.mu.Lock()
+	if err != nil {
+		h.skipped = append(h.skipped, fmt.Sprintf("%s %s at %s: %v", f.Kind, f.Target, f.At.Round(time.Millisecond), err))
+	} else {
+		h.counts[f.Kind]++
+	}
+	switch f.Kind {
+	case FaultLateCommit, FaultLateRollback, FaultPoison: // workload, not faults: no duplicate is excused by them
+	default:
+		h.windows = append(h.windows, FaultWindow{Kind: f.Kind, Target: f.Target, Start: began, End: ended})
+	}
+	h.mu.Unlock()
+	detail := f.Variant
+	if f.Hold > 0 {
+		detail = strings.TrimSpace(detail + " " + f.Hold.Round(time.Millisecond).String())
+	}
+	if err != nil {
+		h.logf("fault %-20s %-14s %s: not injected: %v", f.Kind, f.Target, detail, err)
+	} else {
+		h.logf("fault %-20s %-14s %s (%s)", f.Kind, f.Target, detail, ended.Sub(began).Round(time.Millisecond))
+	}
+}
+
+func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
+	c := h.component(f.Target)
+	switch f.Kind {
+	case FaultRelayKill, FaultConsumerKill, FaultOrdersKill:
+		c.kill()
+		sleep(ctx, f.Hold)
+		return c.start(restartWithin)
+	case FaultRelayAfterAck, FaultRelayInMark:
+		point := failpointAfterAck
+		if f.Kind == FaultRelayInMark {
+			point = failpointInMark
+		}
+		c.stop(10 * time.Second)
+		hit, err := c.startWatching(restartWithin, "FAILPOINT "+point, "OUTBOX_FAILPOINT="+point)
+		if err != nil {
+			return err
+		}
+		var result error
+		select {
+		case <-hit:
+		case <-time.After(failpointWait):
+			result = fmt.Errorf("no message reached failpoint %s within %s (is the binary built with -tags failpoints?)", point, failpointWait)
+		case <-ctx.Done():
+			result = ctx.Err()
+		}
+		c.kill()
+		if err := c.start(restartWithin); err != nil {
+			return err
+		}
+		return result
+	case FaultRelayZombie:
+		if err := c.signal(sigStop); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		return c.signal(sigCont)
+	case FaultRollingRestart:
+		for _, r := range h.relays {
+			r.stop(15 * time.Second)
+			if err := r.start(restartWithin); err != nil {
+				return err
+			}
+			sleep(ctx, 500*time.Millisecond)
+		}
+		return nil
+	case FaultBrokerStop:
+		h.broker.stop(15 * time.Second)
+		sleep(ctx, f.Hold)
+		return h.broker.start(restartWithin)
+	case FaultPGRestart:
+		parts := strings.Fields(h.cfg.PGCluster)
+		if len(parts) != 2 {
+			return fmt.Errorf("PGCluster %q is not \"version name\"", h.cfg.PGCluster)
+		}
+		out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", parts[0], parts[1], "restart", "-m", f.Variant).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("pg_ctlcluster restart -m %s: %w: %s", f.Variant, err, out)
+		}
+		return nil
+	case FaultLinkLatency:
+		ms := strings.TrimSuffix(f.Variant, "ms")
+		if err := h.links.toxic(f.Target, "latency", "both", `{"latency":`+ms+`,"jitter":50}`); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		return h.links.heal(f.Target)
+	case FaultLinkReset:
+		if err := h.links.cut(f.Target); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		return h.links.heal(f.Target)
+	case FaultLinkBlackhole:
+		if err := h.links.toxic(f.Target, "timeout", "both", `{"timeout":0}`); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		return h.links.heal(f.Target)
+	case FaultLinkBandwidth:
+		if err := h.links.toxic(f.Target, "bandwidth", "both", `{"rate":16}`); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		return h.links.heal(f.Target)
+	case FaultLateCommit, FaultLateRollback:
+		rollback := f.Kind == FaultLateRollback
+		msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosProbe", AggregateID: f.Target,
+			EventType: "LateCommit", Topic: topicProbe, Payload: []byte(`{"late":true}`)}
+		err := h.enqueue(ctx, msg, f.Hold, rollback)
+		q := Request{Kind: "late", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
+		switch {
+		case rollback && err == nil:
+			q.Outcome = OutcomeRejected
+		case err != nil:
+			q.Outcome = OutcomeIndeterminate
+		}
+		h.record(q)
+		return err
+	case FaultPoison:
+		msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosPoison", AggregateID: f.Target,
+			EventType: "Poison", Topic: topicProbe,
+			Payload: poisonPayload(h.seed, f.Target)}
+		err := h.enqueue(ctx, msg, 0, false)
+		q := Request{Kind: "poison", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
+		if err != nil {
+			q.Outcome = OutcomeIndeterminate
+		}
+		h.record(q)
+		if err == nil {
+			h.mu.Lock()
+			h.poison = append(h.poison, msg.ID.String())
+			h.mu.Unlock()
+		}
+		return err
+	}
+	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// poisonPayload is a JSON payload of poisonPayloadBytes that the relay's
+// compression cannot shrink under the broker's limit: base64 of random
+// bytes (from the seed, so the same seed gives the same payload).
+func poisonPayload(seed int64, name string) []byte {
+	rng := rand.New(rand.NewPCG(uint64(seed), uint64(len(name))*31+uint64(name[len(name)-1])))
+	raw := make([]byte, poisonPayloadBytes*3/4)
+	for i := range raw {
+		raw[i] = byte(rng.Uint32())
+	}
+	return []byte(`{"poison":"` + base64.StdEncoding.EncodeToString(raw) + `"}`)
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outbox-dev/outbox/internal/chaos"
+)
+
+func newChaosCommand(a *app) *cobra.Command {
+	var (
+		cfg    chaos.Config
+		report string
+	)
+	cmd := &cobra.Command{
+		Use:     "chaos",
+		GroupID: "try",
+		Short:   "Run the whole order system under random faults and check its invariants",
+		Long: `chaos runs the order system as real processes (two order services, several
+relays, the billing and inventory consumers, and an embedded broker with a
+data directory) against PostgreSQL, each link through an embedded
+toxiproxy, drives a seeded workload and injects faults from a schedule
+derived from the same seed: SIGKILL of relays (at random, right after the
+broker acknowledged a record the relay has not marked, and inside the mark
+transaction), a relay paused past its lease then resumed, rolling restarts,
+consumer and order service kills, the broker stopped for 10-20 s, latency,
+resets, blackholes and bandwidth limits on links, transactions held open
+(and some rolled back), oversized poison messages, and with --pg-restart
+restarts of PostgreSQL itself.
+
+Then it heals everything, waits for the backlog to drain, reads the topics
+with its own consumer and the consumers' tables, and checks: no committed
+event lost, no phantom event, per-aggregate order of first deliveries,
+duplicates only inside fault windows and at most --max-copies, exactly one
+business effect per event, dead letters only for the poison, and a drain
+within --drain-bound. It prints a table (and --report writes JSON) ending
+in PASS or FAIL naming each violated invariant; it exits 1 on FAIL.
+
+It needs the Go toolchain and this repository's source (it builds the
+outbox binary with -tags failpoints) unless --binary names such a build.
+--database-url defaults to the local test database; the run creates and
+drops schemas named chaos_*. --pg-restart restarts the whole server: never
+use it on a server others are using. docs/chaos.md has the details.`,
+		Example: `  outbox chaos                                  # two minutes, random seed
+  outbox chaos --seed 42 --duration 5m --report chaos.json
+  outbox chaos --seed 42 --pg-restart           # only on a server of your own`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.DatabaseURL = a.databaseURL
+			cfg.Out = a.stdout
+			rep, err := chaos.Run(cmd.Context(), cfg)
+			if errors.Is(err, chaos.ErrInvalidConfig) {
+				return chaosConfigError(err)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout)
+			rep.WriteTable(a.stdout)
+			if report != "" {
+				data, err := rep.JSON()
+				if err != nil {
+					return fmt.Errorf("chaos: report: %w", err)
+				}
+				if err := os.WriteFile(report, append(data, '\n'), 0o644); err != nil {
+					return fmt.Errorf("chaos: write the report: %w", err)
+				}
+			}
+			if !rep.Pass {
+				if rep.WorkDir != "" {
+					fmt.Fprintf(a.stdout, "logs of the processes: %s\n", rep.WorkDir)
+				}
+				return fmt.Errorf("chaos: FAIL (seed %d): %s", rep.Seed, strings.Join(rep.Violated(), ", "))
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the workload and the fault schedule (default: random, printed)")
+	fs.DurationVar(&cfg.Duration, "duration", chaos.DefaultDuration, "how long the load and the faults run")
+	fs.IntVar(&cfg.Relays, "relays", chaos.DefaultRelays, "relay processes (2 to 9)")
+	fs.IntVar(&cfg.OrderServices, "order-services", chaos.DefaultOrderServices, "order service processes (1 to 9)")
+	fs.IntVar(&cfg.Clients, "clients", chaos.DefaultClients, "concurrent HTTP clients")
+	fs.Float64Var(&cfg.Rate, "rate", chaos.DefaultRate, "HTTP requests per second of all clients together (random arrivals)")
+	fs.Float64Var(&cfg.ProbeRate, "probe-rate", chaos.DefaultProbeRate, "direct enqueue transactions per second")
+	fs.IntVar(&cfg.HotAggregates, "hot-aggregates", chaos.DefaultHotAggregates, "hot probe aggregates (and hot orders x2) the workload concentrates on")
+	fs.DurationVar(&cfg.Lease, "lease", chaos.DefaultLease, "the relays' --lease")
+	fs.DurationVar(&cfg.FaultGap, "fault-gap", chaos.DefaultFaultGap, "mean gap between two faults")
+	fs.IntVar(&cfg.Poison, "poison", chaos.DefaultPoison, "oversized poison messages to inject (negative: none)")
+	fs.BoolVar(&cfg.PGRestart, "pg-restart", false, "also restart PostgreSQL (pg_ctlcluster, fast and immediate); only on a server of your own")
+	fs.StringVar(&cfg.PGCluster, "pg-cluster", "15 main", "`version name` of the cluster --pg-restart restarts")
+	fs.IntVar(&cfg.MaxCopies, "max-copies", chaos.DefaultMaxCopies, "most copies of one event allowed on a topic")
+	fs.DurationVar(&cfg.Grace, "grace", 0, "how long after a fault a duplicate it caused may appear (default 3 leases + 5s)")
+	fs.DurationVar(&cfg.DrainBound, "drain-bound", chaos.DefaultDrainBound, "longest allowed drain after the heal")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", chaos.DefaultDrainTimeout, "how long to wait for the drain before checking anyway")
+	fs.StringVar(&cfg.Binary, "binary", "", "outbox binary built with -tags failpoints (default: build one)")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "`directory` for the binary, the broker's data and the logs (default: a temporary one, removed after a PASS)")
+	fs.BoolVar(&cfg.KeepSchemas, "keep-schemas", false, "keep the run's schemas after a PASS too")
+	fs.StringVar(&report, "report", "", "write the report as JSON to this `file`")
+	return cmd
+}
+
+// chaosFieldFlags maps the chaos.Config fields its errors name to flags.
+var chaosFieldFlags = map[string]string{
+	"DatabaseURL": "database-url", "Duration": "duration", "Relays": "relays", "OrderServices": "order-services",
+	"Clients": "clients", "Rate": "rate", "HotAggregates": "hot-aggregates", "Lease": "lease", "FaultGap": "fault-gap",
+	"MaxCopies": "max-copies", "Grace": "grace", "DrainTimeout": "drain-timeout",
+}
+
+// chaosConfigError points a chaos.Config error at the flag of the field it
+// names.
+func chaosConfigError(err error) error {
+	_, rest, _ := strings.Cut(err.Error(), "invalid config: ")
+	field, _, _ := strings.Cut(rest, " ")
+	if flag, ok := chaosFieldFlags[field]; ok {
+		return &usageError{fmt.Errorf("--%s: %w", flag, err)}
+	}
+	return &usageError{err}
+}

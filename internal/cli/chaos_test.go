@@ -1,0 +1,28 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// A bad chaos flag is a usage error (exit status 2) that names the flag and
+// the rule, before anything is built or started.
+func TestChaos_BadFlag_UsageErrorNamingTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"chaos", "--relays", "1"}, "--relays"},
+		{[]string{"chaos", "--duration", "1s"}, "--duration"},
+		{[]string{"chaos", "--lease", "10ms"}, "--lease"},
+		{[]string{"chaos", "--rate", "-1"}, "--rate"},
+		{[]string{"chaos", "--database-url", "host=db user=app"}, "--database-url"},
+	} {
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), c.args, &stdout, &stderr, mapEnv(nil))
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("outbox %s: exit %d, stderr %q; want %d naming %s", strings.Join(c.args, " "), code, stderr.String(), exitUsage, c.want)
+		}
+	}
+}
