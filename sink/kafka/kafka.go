@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -133,11 +135,13 @@ func (s *Sink) Topic(rec outbox.Record) string {
 // expired) are not seen: delivery is at least once, and consumers
 // deduplicate by the eventId header.
 //
-// When a broker refuses a batch of several records as too large
-// (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), which happens when a topic's
-// max.message.bytes is below Config.MaxMessageBytes, Publish sends each of
-// those records again on its own, so that only a record that is too large
-// by itself fails.
+// When a broker refuses a batch as too large (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE), which happens when a topic's max.message.bytes is
+// below Config.MaxMessageBytes, Publish sends each refused record again on
+// its own, since the batch may have held other records of this call or of
+// another, so that only a record that is too large by itself fails. Setting
+// Config.MaxMessageBytes to the topics' limit makes the producer refuse such
+// a record before it shares a batch with others.
 func (s *Sink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	errs := make([]error, len(recs))
 	if len(recs) == 0 {
@@ -260,22 +264,35 @@ func keyOf(kr *kgo.Record) (copyKey, bool) {
 	return copyKey{}, false
 }
 
+// tooLargeTries is how often retryTooLarge tries a record alone.
+const tooLargeTries = 4
+
+// isTooLarge reports whether the broker refused err's batch as too large.
+func isTooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
 // errEarlierFailed is the (retriable) error of a record not retried because
 // an earlier record of its aggregate failed in the same call.
 var errEarlierFailed = errors.New("not retried: an earlier record of the same aggregate failed")
 
 // retryTooLarge produces again, one at a time and in order, the records that
-// failed as too large when more than one did: the broker refuses a whole
-// batch and the producer then fails every record buffered for the
-// partition, so all but one of them may fit on their own.
+// failed as too large: the broker refuses a whole batch and the producer
+// then fails every record buffered for the partition, and that batch may
+// have held records of this call or of another (another relay worker's),
+// so a record may fit on its own (the producer also fails the records
+// buffered behind a refused batch). Each is tried alone up to tooLargeTries
+// times, after a random pause of up to (linger + 10ms) * 2^try, so that it
+// is unlikely to meet another call's retry of the same poison again; only a
+// record refused every time is reported as too large.
 func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics []string, errs []error) {
 	var idx []int
 	for i, err := range errs {
-		if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		if isTooLarge(err) {
 			idx = append(idx, i)
 		}
 	}
-	if len(idx) < 2 {
+	if len(idx) == 0 {
 		return
 	}
 	type aggregate struct{ typ, id string }
@@ -288,7 +305,13 @@ func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics [
 		case failed[agg]:
 			errs[i] = errEarlierFailed
 		default:
-			s.produce(ctx, []*kgo.Record{Record(recs[i], topics[i])}, errs[i:i+1])
+			for try := 0; try < tooLargeTries && isTooLarge(errs[i]) && ctx.Err() == nil; try++ {
+				select {
+				case <-ctx.Done():
+				case <-time.After(rand.N((s.cfg.Linger + 10*time.Millisecond) << try)):
+				}
+				s.produce(ctx, []*kgo.Record{Record(recs[i], topics[i])}, errs[i:i+1])
+			}
 			if errs[i] != nil {
 				failed[agg] = true
 			}

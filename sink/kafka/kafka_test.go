@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,4 +409,48 @@ func debugOpts() []kgo.Opt {
 		return nil
 	}
 	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil))}
+}
+
+// A record refused as too large because of the batch it shared (with a
+// poison record of another relay worker's call, say) is sent again alone
+// and published, even when it is the only refused record of its call: the
+// fault-injection harness saw a small message dead-lettered with
+// MESSAGE_TOO_LARGE for the 400 kB poison it had been batched with.
+func TestPublish_RefusedForItsBatch_RetriedAloneAndPublished(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t,
+		kfake.SeedTopics(1, "orders"),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": "3000"}),
+	)
+	s := newSink(t, c, kafka.Config{DefaultTopic: "orders"}) // believes batches may be 1 MB
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	for round := range 10 {
+		wg.Add(1)
+		go func() { // the poison, in a call of its own
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			s.Publish(ctx, []outbox.Record{withPayloadSize(rec(fmt.Sprintf("poison-%d", round), 0), 5000)})
+		}()
+		for n := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				r := withPayloadSize(rec(fmt.Sprintf("small-%d-%d", round, n), n), 100)
+				if err := s.Publish(ctx, []outbox.Record{r})[0]; err != nil {
+					mu.Lock()
+					failed = append(failed, err.Error())
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of 200 small records failed, the first: %s", len(failed), failed[0])
+	}
 }
