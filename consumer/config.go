@@ -28,6 +28,9 @@ const (
 	DefaultHandlerTimeout = 30 * time.Second
 	// DefaultMaxPollRecords is the default of Config.MaxPollRecords.
 	DefaultMaxPollRecords = 500
+	// DefaultSessionTimeout is the default of Config.SessionTimeout:
+	// Kafka's own default (session.timeout.ms).
+	DefaultSessionTimeout = 45 * time.Second
 	// DefaultLagRefresh is the default of Config.LagRefresh.
 	DefaultLagRefresh = 10 * time.Second
 )
@@ -108,6 +111,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks observe the runner (metrics). Optional.
 	Hooks Hooks
+	// SessionTimeout is how long the group waits for a member that stopped
+	// heartbeating (a crashed process) before it gives that member's
+	// partitions to the others; until then they are not consumed. Shorter
+	// means faster recovery from a crash and more rebalances on a pause
+	// (a long GC or network stall). The broker accepts values between its
+	// group.min.session.timeout.ms (6s by default) and
+	// group.max.session.timeout.ms (30 min). The heartbeat interval is a
+	// third of it, at most 3s. Defaults to [DefaultSessionTimeout].
+	SessionTimeout time.Duration
 	// LagRefresh is how often the runner asks the brokers for the high
 	// watermarks of its partitions, so that [Runner.Lag] stays true while
 	// fetching is paused (a partition whose worker has MaxPollRecords
@@ -167,6 +179,9 @@ func (c Config) withDefaults() Config {
 	if c.LagRefresh == 0 {
 		c.LagRefresh = DefaultLagRefresh
 	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = DefaultHandlerTimeout
 	}
@@ -221,6 +236,8 @@ func (c Config) validate() error {
 		return bad("RetryBase", "must be positive")
 	case c.RetryMax < c.RetryBase:
 		return bad("RetryMax", "must be at least RetryBase")
+	case c.SessionTimeout < time.Second:
+		return bad("SessionTimeout", "must be at least 1s, not %s", c.SessionTimeout)
 	case c.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "must be positive")
 	case c.MaxPollRecords < 1:

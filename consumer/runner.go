@@ -84,6 +84,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.ClientID(r.cfg.ClientID),
 		kgo.WithLogger(kafka.Logger(r.cfg.Logger)),
 		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, r.cfg.SessionTimeout/3)),
 		kgo.ConsumeTopics(r.cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

@@ -157,11 +157,21 @@ func (o *Ops) CleanupEvery(ctx context.Context, cfg CleanupConfig, interval time
 	if err := cfg.withDefaults().validate(); err != nil {
 		return err
 	}
+	return o.every(ctx, interval, "cleanup", func(ctx context.Context) error {
+		_, err := o.Cleanup(ctx, cfg)
+		return err
+	})
+}
+
+// every runs run now and then every interval until ctx ends; a failed run
+// is logged as what and retried at the next interval. It returns ctx's
+// error.
+func (o *Ops) every(ctx context.Context, interval time.Duration, what string, run func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := o.Cleanup(ctx, cfg); err != nil && ctx.Err() == nil {
-			o.log.Warn("cleanup failed; retrying at the next interval", slog.Any("error", err), slog.Duration("interval", interval))
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn(what+" failed; retrying at the next interval", slog.Any("error", err), slog.Duration("interval", interval))
 		}
 		select {
 		case <-ctx.Done():

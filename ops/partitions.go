@@ -284,18 +284,7 @@ func (o *Ops) RetentionEvery(ctx context.Context, cfg CleanupConfig, interval ti
 	if err := cfg.withDefaults().validate(); err != nil {
 		return err
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := o.retention(ctx, cfg); err != nil && ctx.Err() == nil {
-			o.log.Warn("retention failed; retrying at the next interval", slog.Any("error", err), slog.Duration("interval", interval))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return o.every(ctx, interval, "retention", func(ctx context.Context) error { return o.retention(ctx, cfg) })
 }
 
 func (o *Ops) retention(ctx context.Context, cfg CleanupConfig) error {
@@ -321,16 +310,8 @@ func (o *Ops) MaintainPartitionsEvery(ctx context.Context, cfg PartitionConfig, 
 	if err := cfg.withDefaults().validate(); err != nil {
 		return err
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if _, err := o.MaintainPartitions(ctx, cfg); err != nil && ctx.Err() == nil {
-			o.log.Warn("partition maintenance failed; retrying at the next interval", slog.Any("error", err), slog.Duration("interval", interval))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return o.every(ctx, interval, "partition maintenance", func(ctx context.Context) error {
+		_, err := o.MaintainPartitions(ctx, cfg)
+		return err
+	})
 }

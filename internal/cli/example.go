@@ -180,6 +180,7 @@ type consumerFlags struct {
 	retryBase     time.Duration
 	retryMax      time.Duration
 	statsInterval time.Duration
+	session       time.Duration
 }
 
 // consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
@@ -202,6 +203,7 @@ func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSc
 	fs.IntVar(&c.maxAttempts, "handler-max-attempts", consumer.DefaultMaxAttempts, "failed attempts after which an event is parked (an unknown version or broken payload is parked at once)")
 	fs.DurationVar(&c.retryBase, "handler-retry-base", consumer.DefaultRetryBase, "wait before the first retry of a failed event; it doubles with each attempt")
 	fs.DurationVar(&c.retryMax, "handler-retry-max", consumer.DefaultRetryMax, "longest wait between retries of a failed event")
+	fs.DurationVar(&c.session, "session-timeout", consumer.DefaultSessionTimeout, "how long the consumer group waits for a crashed member before giving its partitions to the others (the broker allows 6s and up by default)")
 	fs.DurationVar(&c.statsInterval, "stats-interval", defaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
 }
 
@@ -215,6 +217,8 @@ func (c *consumerFlags) check() error {
 		return flagError("handler-retry-max", "must be at least --handler-retry-base (%s), not %s", c.retryBase, c.retryMax)
 	case c.statsInterval <= 0:
 		return flagError("stats-interval", "must be positive, not %s", c.statsInterval)
+	case c.session < time.Second:
+		return flagError("session-timeout", "must be at least 1s, not %s", c.session)
 	}
 	return nil
 }
@@ -367,7 +371,7 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 	r, err := consumer.New(consumer.Config{
 		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
 		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
-		ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
+		SessionTimeout: cf.session, ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
 	})
 	if err != nil {
 		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "Topics") {
