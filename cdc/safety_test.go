@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
@@ -187,8 +188,19 @@ func TestSlotLoss_FailsLoudlyAndRecreateRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.enqueue(seqMessage("x", 1), seqMessage("x", 2))
-	if _, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.Slot()); err != nil {
-		t.Fatal(err)
+	// The server's walsender of the stopped relay may take a moment to
+	// notice the closed connection; the slot can be dropped once inactive.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := e.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, r.Slot())
+		if err == nil {
+			break
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) { // 55006: object in use
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	lost := e.newRelay(cfg)
