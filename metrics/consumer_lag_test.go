@@ -11,10 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/consumer"
 	"github.com/outbox-dev/outbox/inbox"
-	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/metrics"
 )
 
@@ -24,25 +22,8 @@ import (
 func TestConsumerMetrics_LagAfterAKnownWorkload(t *testing.T) {
 	t.Parallel()
 	const n, m = 12, 4
-	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	ib, err := inbox.New(pool, inbox.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ib.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close()
+	ib, b, producer := consumerSetup(t)
 	ids := make([]uuid.UUID, n)
 	var recs []*kgo.Record
 	for i := range ids {

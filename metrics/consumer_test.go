@@ -24,25 +24,9 @@ import (
 // delivered twice, 1 that always fails. The counters say exactly that.
 func TestConsumerMetrics_AfterAKnownWorkload(t *testing.T) {
 	t.Parallel()
-	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	ib, err := inbox.New(pool, inbox.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ib.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close()
+	ib, b, producer := consumerSetup(t)
+	var err error
 	var recs []*kgo.Record
 	ids := make([]uuid.UUID, 6)
 	for i := range ids {
@@ -133,4 +117,30 @@ func metricValue(reg *prometheus.Registry, name, label string) (float64, error) 
 		}
 	}
 	return 0, fmt.Errorf("%s{%s} not found", name, label)
+}
+
+// consumerSetup returns a migrated inbox in a schema of its own, a
+// one-partition embedded broker and a producer to it, closed when the test
+// ends.
+func consumerSetup(t *testing.T) (*inbox.Inbox, *broker.Broker, *kgo.Client) {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
+	ib, err := inbox.New(pool, inbox.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ib.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	return ib, b, producer
 }

@@ -174,7 +174,8 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 	// (ctx done) never block the producer.
 	results := make(chan result, len(krecs))
 	for i, kr := range krecs {
-		p, attached := s.track(kr)
+		key, keyed := keyOf(kr)
+		p, attached := s.track(key, keyed)
 		if attached {
 			go func() {
 				<-p.done
@@ -185,7 +186,7 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 		// The producer's ctx only bounds its wait for buffer space; a
 		// record that got in stays there until its outcome.
 		s.client.Produce(ctx, kr, func(_ *kgo.Record, err error) {
-			s.settle(kr, p, err)
+			s.settle(key, keyed, p, err)
 			results <- result{i, err}
 		})
 	}
@@ -220,28 +221,26 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 	}
 }
 
-// track returns the pending outcome of kr: that of a copy of kr still in
-// the producer (attached), or a new one that the caller must produce and
-// settle.
-func (s *Sink) track(kr *kgo.Record) (p *pending, attached bool) {
-	key, ok := keyOf(kr)
+// track returns the pending outcome of the record with key (keyed false:
+// it has none): that of a copy still in the producer (attached), or a new
+// one that the caller must produce and settle.
+func (s *Sink) track(key copyKey, keyed bool) (p *pending, attached bool) {
+	p = &pending{done: make(chan struct{})}
+	if !keyed {
+		return p, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ok {
-		if p, found := s.inProducer[key]; found {
-			return p, true
-		}
+	if prev, found := s.inProducer[key]; found {
+		return prev, true
 	}
-	p = &pending{done: make(chan struct{})}
-	if ok {
-		s.inProducer[key] = p
-	}
+	s.inProducer[key] = p
 	return p, false
 }
 
-// settle records the producer's outcome of kr.
-func (s *Sink) settle(kr *kgo.Record, p *pending, err error) {
-	if key, ok := keyOf(kr); ok {
+// settle records the producer's outcome of the record that track gave p.
+func (s *Sink) settle(key copyKey, keyed bool, p *pending, err error) {
+	if keyed {
 		s.mu.Lock()
 		if s.inProducer[key] == p {
 			delete(s.inProducer, key)
