@@ -31,6 +31,9 @@ const (
 	// DefaultSessionTimeout is the default of Config.SessionTimeout:
 	// Kafka's own default (session.timeout.ms).
 	DefaultSessionTimeout = 45 * time.Second
+	// DefaultRebalanceTimeout is the default of Config.RebalanceTimeout:
+	// the Kafka Java client's default (rebalance.timeout.ms).
+	DefaultRebalanceTimeout = 60 * time.Second
 	// DefaultLagRefresh is the default of Config.LagRefresh.
 	DefaultLagRefresh = 10 * time.Second
 )
@@ -120,6 +123,12 @@ type Config struct {
 	// group.max.session.timeout.ms (30 min). The heartbeat interval is a
 	// third of it, at most 3s. Defaults to [DefaultSessionTimeout].
 	SessionTimeout time.Duration
+	// RebalanceTimeout is how long a rebalance waits for the group's
+	// members to rejoin; a member that crashed without leaving holds every
+	// join up to this long. It must cover finishing the records in hand
+	// when a rebalance starts (the runner finishes them before it gives
+	// partitions up). Defaults to [DefaultRebalanceTimeout].
+	RebalanceTimeout time.Duration
 	// LagRefresh is how often the runner asks the brokers for the high
 	// watermarks of its partitions, so that [Runner.Lag] stays true while
 	// fetching is paused (a partition whose worker has MaxPollRecords
@@ -182,6 +191,9 @@ func (c Config) withDefaults() Config {
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = DefaultSessionTimeout
 	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = DefaultHandlerTimeout
 	}
@@ -238,6 +250,8 @@ func (c Config) validate() error {
 		return bad("RetryMax", "must be at least RetryBase")
 	case c.SessionTimeout < time.Second:
 		return bad("SessionTimeout", "must be at least 1s, not %s", c.SessionTimeout)
+	case c.RebalanceTimeout < time.Second:
+		return bad("RebalanceTimeout", "must be at least 1s, not %s", c.RebalanceTimeout)
 	case c.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "must be positive")
 	case c.MaxPollRecords < 1:

@@ -85,6 +85,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.WithLogger(kafka.Logger(r.cfg.Logger)),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(r.cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, r.cfg.SessionTimeout/3)),
 		kgo.ConsumeTopics(r.cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -326,6 +326,7 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"RetryMax", func(c *consumer.Config) { c.RetryBase, c.RetryMax = time.Second, time.Millisecond }},
 		{"HandlerTimeout", func(c *consumer.Config) { c.HandlerTimeout = -1 }},
 		{"SessionTimeout", func(c *consumer.Config) { c.SessionTimeout = 500 * time.Millisecond }},
+		{"RebalanceTimeout", func(c *consumer.Config) { c.RebalanceTimeout = -time.Second }},
 		{"MaxPollRecords", func(c *consumer.Config) { c.MaxPollRecords = -1 }},
 		{"Security.CAFile", func(c *consumer.Config) { c.Security.CAFile = "ca.pem" }},
 	} {

@@ -298,9 +298,12 @@ func (h *harness) startSystem(ctx context.Context) error {
 	}
 
 	// A consumer killed by a fault holds its partitions until its session
-	// times out; Kafka's default of 45 s would make that wait dominate the
-	// drain, so the consumers use the shortest a stock broker accepts.
-	stats := []string{"--stats-interval", "1s", "--handler-retry-base", "50ms", "--handler-retry-max", "1s", "--session-timeout", "6s"}
+	// times out, and every rebalance meanwhile waits up to the rebalance
+	// timeout for it to rejoin; Kafka's defaults (45 s, 60 s) would make
+	// those waits dominate the drain after a few kills in a row, so the
+	// consumers use short ones (their handlers take milliseconds).
+	stats := []string{"--stats-interval", "1s", "--handler-retry-base", "50ms", "--handler-retry-max", "1s",
+		"--session-timeout", "6s", "--rebalance-timeout", "10s"}
 	if h.billing, err = newComp("billing", append([]string{"example", "billing", "--billing-schema", h.schemas.billing}, stats...), "consumer started"); err != nil {
 		return err
 	}

@@ -181,6 +181,7 @@ type consumerFlags struct {
 	retryMax      time.Duration
 	statsInterval time.Duration
 	session       time.Duration
+	rebalance     time.Duration
 }
 
 // consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
@@ -204,6 +205,7 @@ func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSc
 	fs.DurationVar(&c.retryBase, "handler-retry-base", consumer.DefaultRetryBase, "wait before the first retry of a failed event; it doubles with each attempt")
 	fs.DurationVar(&c.retryMax, "handler-retry-max", consumer.DefaultRetryMax, "longest wait between retries of a failed event")
 	fs.DurationVar(&c.session, "session-timeout", consumer.DefaultSessionTimeout, "how long the consumer group waits for a crashed member before giving its partitions to the others (the broker allows 6s and up by default)")
+	fs.DurationVar(&c.rebalance, "rebalance-timeout", consumer.DefaultRebalanceTimeout, "how long a rebalance waits for members to rejoin (a crashed member holds every join this long); must cover finishing the events in hand")
 	fs.DurationVar(&c.statsInterval, "stats-interval", defaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
 }
 
@@ -219,6 +221,8 @@ func (c *consumerFlags) check() error {
 		return flagError("stats-interval", "must be positive, not %s", c.statsInterval)
 	case c.session < time.Second:
 		return flagError("session-timeout", "must be at least 1s, not %s", c.session)
+	case c.rebalance < time.Second:
+		return flagError("rebalance-timeout", "must be at least 1s, not %s", c.rebalance)
 	}
 	return nil
 }
@@ -371,7 +375,7 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 	r, err := consumer.New(consumer.Config{
 		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
 		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
-		SessionTimeout: cf.session, ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
+		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
 	})
 	if err != nil {
 		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "Topics") {
