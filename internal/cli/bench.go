@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type benchFlags struct {
 	relayBinary  string
 	stallTimeout time.Duration
 	vacuumEvery  time.Duration
+	cpuProfile   string
 }
 
 func newBenchCommand(a *app) *cobra.Command {
@@ -99,6 +101,7 @@ machine; the report records the load average before and after.`,
 	fs.StringVar(&bf.relayBinary, "relay-binary", "", "outbox `binary` run as the relay process of the memory phase (default: this binary)")
 	fs.DurationVar(&bf.stallTimeout, "stall-timeout", bench.DefaultStallTimeout, "fail a phase that makes no progress for this long")
 	fs.DurationVar(&bf.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the outbox table at this interval while writers run, as autovacuum would (default: never; use it on a server with autovacuum off)")
+	fs.StringVar(&bf.cpuProfile, "cpu-profile", "", "write a CPU profile of the bench's process (relays, embedded broker, writers) to `file`, for go tool pprof")
 	addRelayFlags(fs, &rf)
 	// Each relay of the benchmark gets an id of its own.
 	if err := fs.MarkHidden("relay-id"); err != nil {
@@ -195,6 +198,17 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 			return flagError("save", "cannot be written: %v", err)
 		}
 		defer save.Close()
+	}
+	if bf.cpuProfile != "" {
+		f, err := os.Create(bf.cpuProfile)
+		if err != nil {
+			return flagError("cpu-profile", "cannot be written: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	a.logger.Info("bench starting", "database", RedactURL(a.databaseURL), "phases", phases, "quick", bf.quick)
 	rep, err := bench.Run(cmd.Context(), cfg)

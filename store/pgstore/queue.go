@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
@@ -97,8 +98,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	}
 	pause := marking && failpoint.Enabled && failpoint.Armed(markSentFailpoint)
 
-	b := &pgx.Batch{}
-	b.Queue(s.q.relaySettings, s.synchronousCommit())
+	b := s.relayBatch()
 	if marking {
 		b.Queue(s.q.markSent, seqs, token)
 		if pause {
@@ -166,6 +166,15 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 		s.floor.end(scan)
 	}
 	return marked, c, nil
+}
+
+// relayBatch returns a batch that starts with the relay's session settings
+// (queries/relay_settings.sql); every statement of the relay travels in one,
+// so that it runs, and is planned, with them.
+func (s *Store) relayBatch() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(s.q.relaySettings, s.synchronousCommit())
+	return b
 }
 
 // synchronousCommit is the synchronous_commit of the relay's transactions.
@@ -270,8 +279,7 @@ func (s *Store) probeBelowFloor(claim claimScan) {
 	sc := claimScan{full: true, at: claim.at, interval: claim.interval}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(s.q.relaySettings, s.synchronousCommit())
+	b := s.relayBatch()
 	b.Queue(s.q.claimFloor, int64(0)).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err != nil {
@@ -353,8 +361,9 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 		deads = append(deads, f.Dead)
 	}
 	var changed int64
-	err := s.pool.QueryRow(ctx, s.q.markFailed, token, seqs, errs, delays, counts, deads).Scan(&changed)
-	if err != nil {
+	b := s.relayBatch()
+	b.Queue(s.q.markFailed, token, seqs, errs, delays, counts, deads).QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("pgstore: mark failed: %w", err)
 	}
 	return changed, nil
@@ -367,11 +376,16 @@ func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int
 	if len(seqs) == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, s.q.release, seqs, token)
-	if err != nil {
+	var released int64
+	b := s.relayBatch()
+	b.Queue(s.q.release, seqs, token).Exec(func(tag pgconn.CommandTag) error {
+		released = tag.RowsAffected()
+		return nil
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("pgstore: release: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return released, nil
 }
 
 // Get returns the message with the event id, whatever its status. It
