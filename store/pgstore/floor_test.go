@@ -278,3 +278,105 @@ func seqs(recs []outbox.Record) []int64 {
 	}
 	return out
 }
+
+// A new Store seeds its claim floor from the message marked SENT last, so
+// that its first claims do not walk the dead index entries that marking
+// left behind. A message that is due below the seed (here one given back
+// by a relay that stopped) is still claimed: the probe below the floor,
+// started by the first claim, finds it.
+func TestClaim_NewStoreSeedsFloorAndStillClaimsBelowIt(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, time.Hour) // no second probe within the test
+	below := f.message("below-the-seed")
+	if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, below) }); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		f.enqueue()
+	}
+	c, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Records) != 21 || c.Records[0].ID != below.ID {
+		t.Fatalf("claimed %d messages, first %v; want 21, first the one enqueued first", len(c.Records), c.Records[0].ID)
+	}
+	sent := seqs(c.Records[1:])
+	if _, err := f.store.MarkSent(f.ctx, c.Token, sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Release(f.ctx, c.Token, []int64{c.Records[0].Seq}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A relay restarts: a new Store on the same table.
+	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.floor.needsSeed(time.Hour) {
+		t.Fatal("a new Store does not want its floor seeded")
+	}
+	s.seedFloor(f.ctx)
+	if s.floor.needsSeed(time.Hour) {
+		t.Fatal("a seeded Store wants its floor seeded again")
+	}
+	if !slices.Contains(sent, s.floor.seq) {
+		t.Fatalf("floor seeded at %d; want the seq of a SENT message, one of %v", s.floor.seq, sent)
+	}
+
+	// The first claims start at the seed; the probe they start finds the
+	// message below it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := s.Claim(f.ctx, f.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Records) == 1 && c.Records[0].ID == below.ID {
+			break
+		}
+		if len(c.Records) != 0 {
+			t.Fatalf("claimed %v; want only the message below the seed", ids(c.Records))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message below the seeded floor was not claimed within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Without a SENT message there is nothing to seed from: claims scan from
+// seq 0 as before.
+func TestClaim_NoSentMessageNoSeed(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, time.Hour)
+	f.enqueue()
+	if ids := f.claimAndMark(); len(ids) != 1 {
+		t.Fatalf("claimed %d; want 1", len(ids))
+	}
+	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store.floor.mu.Lock()
+	seeded := f.store.floor.seeded
+	f.store.floor.mu.Unlock()
+	if !seeded {
+		t.Fatal("the first Store did not record its (empty) seeding")
+	}
+	if _, err := f.store.pool.Exec(f.ctx, f.store.render("UPDATE {{schema}}.outbox_messages SET status = 'PENDING', published_at = NULL")); err != nil {
+		t.Fatal(err)
+	}
+	s.seedFloor(f.ctx)
+	if s.floor.seq != 0 {
+		t.Fatalf("floor seeded at %d with no SENT message; want 0", s.floor.seq)
+	}
+	c, err := s.Claim(f.ctx, f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Records) != 1 {
+		t.Fatalf("claimed %d; want the one message", len(c.Records))
+	}
+}

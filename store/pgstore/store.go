@@ -126,7 +126,7 @@ type queries struct {
 	enqueue, claim, markSent, markFailed, release, get, counts string
 	idle, busy                                                 string
 	// The relay's batches (queue.go).
-	relaySettings, claimFloor, failpointWatch, failpointPause string
+	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -161,6 +161,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.busy, "busy.sql"},
 		{&s.q.relaySettings, "relay_settings.sql"},
 		{&s.q.claimFloor, "claim_floor.sql"},
+		{&s.q.seedFloor, "seed_floor.sql"},
 		{&s.q.failpointWatch, "failpoint_watch.sql"},
 		{&s.q.failpointPause, "failpoint_pause.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
