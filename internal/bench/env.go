@@ -221,7 +221,12 @@ type relayRun struct {
 func (r *runner) startRelay(ctx context.Context, s *scenario, id string, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
 	rc := r.cfg.Relay
 	// Like 'outbox relay': a connection per worker, one for LISTEN, one spare.
-	pool, err := r.newPool(ctx, "relay "+id, int32(max(4, rc.Workers+2)), tweak)
+	pool, err := r.newPool(ctx, "relay "+id, int32(max(4, rc.Workers+2)), func(pc *pgxpool.Config) {
+		pgstore.ConfigureRelayPool(pc)
+		if tweak != nil {
+			tweak(pc)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}

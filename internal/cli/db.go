@@ -18,8 +18,9 @@ const pingTimeout = 15 * time.Second
 // newPool returns a pool for --database-url, without connecting yet.
 // purpose becomes the application_name (unless the URL sets one), so that
 // pg_stat_activity shows which outbox command holds a connection. maxConns
-// is the pool size; 0 keeps pgx's default.
-func (a *app) newPool(purpose string, maxConns int32) (*pgxpool.Pool, error) {
+// is the pool size; 0 keeps pgx's default. tweaks adjust the configuration
+// last.
+func (a *app) newPool(purpose string, maxConns int32, tweaks ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	if a.databaseURL == "" {
 		return nil, flagError("database-url", "is required (or set %s)", EnvName("database-url"))
 	}
@@ -34,6 +35,9 @@ func (a *app) newPool(purpose string, maxConns int32) (*pgxpool.Pool, error) {
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	for _, tweak := range tweaks {
+		tweak(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

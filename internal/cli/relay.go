@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // kafkaPingTimeout bounds the check, at start, that a broker answers.
@@ -166,7 +167,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		return err
 	}
 	// Pool size: a connection per worker, one for LISTEN, one to spare.
-	pool, err := a.newPool("relay", int32(max(4, rf.workers+2)))
+	pool, err := a.newPool("relay", int32(max(4, rf.workers+2)), pgstore.ConfigureRelayPool)
 	if err != nil {
 		return err
 	}
