@@ -101,26 +101,35 @@ type Latency struct {
 }
 
 // SteadyReport is the steady state: writers at their maximum rate without
-// and with the relay.
+// and with the relay, in alternating segments (see docs/performance.md).
 type SteadyReport struct {
-	Writers         int     `json:"writers"`
+	Writers int `json:"writers"`
+	// DurationSeconds is the writing time with the relay, in Segments
+	// segments; as much again is written without it, in Segments+1.
 	DurationSeconds float64 `json:"durationSeconds"`
+	Segments        int     `json:"segments"`
 	// WithoutRelayTxPerSecond and WithRelayTxPerSecond are committed
-	// business transactions (one outbox message each) per second. Without
-	// is the mean of two runs of half the duration, one before and one
-	// after the run with the relay.
+	// business transactions (one outbox message each) per second, the mean
+	// over the segments without and with the relay.
 	WithoutRelayTxPerSecond float64 `json:"withoutRelayTxPerSecond"`
 	WithRelayTxPerSecond    float64 `json:"withRelayTxPerSecond"`
-	// ThroughputLossPercent is how much slower the writers were with the
-	// relay running (negative: faster).
+	// SegmentTxPerSecond is each segment with the relay, and
+	// SegmentLossPercent how much slower it was than the mean of the two
+	// segments without it around it.
+	SegmentTxPerSecond []float64 `json:"segmentTxPerSecond"`
+	SegmentLossPercent []float64 `json:"segmentLossPercent"`
+	// ThroughputLossPercent is the median of SegmentLossPercent: how much
+	// slower the writers were with the relay running (negative: faster).
 	ThroughputLossPercent float64 `json:"throughputLossPercent"`
-	// Backlog (committed minus acknowledged) one second into the run, at
-	// the end of the writing, and its maximum.
+	// Backlog (committed minus acknowledged) a quarter second into the
+	// first segment with the relay, at the end of the last, and its
+	// maximum.
 	BacklogStart int64 `json:"backlogStart"`
 	BacklogEnd   int64 `json:"backlogEnd"`
 	BacklogMax   int64 `json:"backlogMax"`
-	// BacklogTrendPerSecond is the slope of a least-squares line through
-	// the backlog sampled every 250ms after the first second.
+	// BacklogTrendPerSecond is the mean over the segments with the relay of
+	// the slope of a least-squares line through the backlog sampled every
+	// 250ms (from the segment's second sample on).
 	BacklogTrendPerSecond float64 `json:"backlogTrendPerSecond"`
 	// BacklogGrows is true when the trend exceeds 1% of the write rate.
 	BacklogGrows bool    `json:"backlogGrows"`

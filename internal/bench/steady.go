@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +15,23 @@ import (
 // connection before writers start.
 const settle = 500 * time.Millisecond
 
-// runSteady runs cfg.Writers writers for cfg.Duration with one relay,
-// between two runs of cfg.Duration/2 without a relay (whose rates are
-// averaged, so that a machine getting busier or quieter during the phase
-// does not pass for the relay's cost), and compares.
+// steadyPairs is how many times the steady phase's writers switch from the
+// table without a relay to the one with a relay.
+const steadyPairs = 4
+
+// runSteady runs cfg.Writers writers at full speed, alternating between two
+// tables: one that no relay serves and one that a running relay serves, in
+// 2*steadyPairs+1 segments (without, with, without, ..., without) that
+// together with the relay last cfg.Duration. Each segment with the relay is
+// compared with the mean of its two neighbours without, and the median of
+// those comparisons is the throughput loss: this 2-core machine's
+// throughput drifts by 10-20% between runs of a few seconds, more than the
+// effect being measured, and neighbouring short segments see the same
+// drift. While the writers use the other table the relay has nothing to do
+// (it polls once a second, like an idle relay).
 func (r *runner) runSteady(ctx context.Context, rep *Report) error {
-	st := &SteadyReport{Writers: r.cfg.Writers, DurationSeconds: r.cfg.Duration.Seconds()}
+	st := &SteadyReport{Writers: r.cfg.Writers, DurationSeconds: r.cfg.Duration.Seconds(), Segments: steadyPairs}
+	segment := r.cfg.Duration / steadyPairs
 
 	without, err := r.newScenario(ctx, "steady_norelay", int32(r.cfg.Writers+1))
 	if err != nil {
@@ -30,10 +42,6 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defer without.vacuumEvery(ctx)()
-	before, err := r.writeFor(ctx, without, r.cfg.Duration/2, "writers without relay (1/2)", nil)
-	if err != nil {
-		return err
-	}
 
 	with, err := r.newScenario(ctx, "steady_relay", int32(r.cfg.Writers+1))
 	if err != nil {
@@ -43,8 +51,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	if err := with.createOrders(ctx); err != nil {
 		return err
 	}
-	stopVacuum := with.vacuumEvery(ctx)
-	defer stopVacuum()
+	defer with.vacuumEvery(ctx)()
 	log := newAckLog()
 	var meter workMeter
 	rr, err := r.startRelay(ctx, with, "bench-steady", meter.hooks(log.hook), meter.wire.instrument)
@@ -54,46 +61,46 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	defer rr.stop()
 	time.Sleep(settle)
 
-	// Sample the backlog (committed minus acknowledged) while writing.
-	var samples []sample
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	began := time.Now()
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopSampling:
-				return
-			case <-t.C:
-				samples = append(samples, sample{time.Since(began), float64(log.backlog())})
-			}
-		}
-	}()
-	txs, err := r.writeFor(ctx, with, r.cfg.Duration, "writers with relay", log)
-	close(stopSampling)
-	<-sampled
+	var (
+		rates  []float64 // tx/s of each segment without the relay
+		slopes []float64 // backlog trend within each segment with it
+	)
+	first, err := r.writeFor(ctx, without, segment, "writers without relay (1)", nil)
 	if err != nil {
 		return err
 	}
-	st.WithRelayTxPerSecond = txs
-
-	var trend []sample
-	for _, s := range samples {
-		if s.at >= time.Second {
-			if len(trend) == 0 {
-				st.BacklogStart = int64(s.value)
-			}
-			trend = append(trend, s)
+	rates = append(rates, first)
+	for i := range steadyPairs {
+		samples, txs, err := r.sampledWrite(ctx, with, segment, fmt.Sprintf("writers with relay (%d/%d)", i+1, steadyPairs), log)
+		if err != nil {
+			return err
 		}
-		st.BacklogMax = max(st.BacklogMax, int64(s.value))
+		st.SegmentTxPerSecond = append(st.SegmentTxPerSecond, txs)
+		// The trend within the segment, from its second sample on (the
+		// relay wakes from idle at the segment's start).
+		if len(samples) > 2 {
+			slopes = append(slopes, slope(samples[1:]))
+			if i == 0 {
+				st.BacklogStart = int64(samples[1].value)
+			}
+		}
+		for _, s := range samples {
+			st.BacklogMax = max(st.BacklogMax, int64(s.value))
+		}
+		if len(samples) > 0 {
+			st.BacklogEnd = int64(samples[len(samples)-1].value)
+		}
+		next, err := r.writeFor(ctx, without, segment, fmt.Sprintf("writers without relay (%d)", i+2), nil)
+		if err != nil {
+			return err
+		}
+		rates = append(rates, next)
+		st.SegmentLossPercent = append(st.SegmentLossPercent, 100*(1-ratio(txs, (rates[i]+rates[i+1])/2)))
 	}
-	if len(samples) > 0 {
-		st.BacklogEnd = int64(samples[len(samples)-1].value)
-	}
-	st.BacklogTrendPerSecond = slope(trend)
+	st.WithRelayTxPerSecond = mean(st.SegmentTxPerSecond)
+	st.WithoutRelayTxPerSecond = mean(rates)
+	st.ThroughputLossPercent = median(st.SegmentLossPercent)
+	st.BacklogTrendPerSecond = mean(slopes)
 	st.BacklogGrows = st.BacklogTrendPerSecond > GoalBacklogTrend*st.WithRelayTxPerSecond
 
 	// Wait for the rest to be acknowledged, so every latency counts.
@@ -103,16 +110,57 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	}
 	st.CommitToAck, st.Unacked = log.latency()
 	st.Relay = meter.work(log.published.Load())
-	rr.stop()
-
-	after, err := r.writeFor(ctx, without, r.cfg.Duration/2, "writers without relay (2/2)", nil)
-	if err != nil {
-		return err
-	}
-	st.WithoutRelayTxPerSecond = (before + after) / 2
-	st.ThroughputLossPercent = 100 * (1 - ratio(st.WithRelayTxPerSecond, st.WithoutRelayTxPerSecond))
 	rep.Steady = st
 	return nil
+}
+
+// sampledWrite is writeFor on the relay's table, sampling the backlog
+// (committed minus acknowledged) every 250 ms meanwhile.
+func (r *runner) sampledWrite(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog) ([]sample, float64, error) {
+	var samples []sample
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				samples = append(samples, sample{time.Since(began), float64(log.backlog())})
+			}
+		}
+	}()
+	txs, err := r.writeFor(ctx, s, d, label, log)
+	close(stop)
+	<-stopped
+	return samples, txs, err
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // writeFor runs cfg.Writers goroutines committing business transactions

@@ -42,14 +42,14 @@ func WriteText(w io.Writer, rep Report) error {
 		p("")
 	}
 	if s := rep.Steady; s != nil {
-		p("STEADY STATE: %d writers at full speed for %.0f s with a relay, between two runs of %.0f s without; 1 business row + 1 outbox message per tx", s.Writers, s.DurationSeconds, s.DurationSeconds/2)
-		p("  writers without relay (before and after)\t%s tx/s", human(s.WithoutRelayTxPerSecond))
-		p("  writers with 1 relay\t%s tx/s\tloss %.1f%%", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent)
+		p("STEADY STATE: %d writers at full speed, %d segments of %.1f s with a relay between %d without; 1 business row + 1 outbox message per tx", s.Writers, s.Segments, s.DurationSeconds/float64(max(s.Segments, 1)), s.Segments+1)
+		p("  writers without relay\t%s tx/s", human(s.WithoutRelayTxPerSecond))
+		p("  writers with 1 relay\t%s tx/s\tloss %.1f%% (median of %s)", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent, percents(s.SegmentLossPercent))
 		grows := "does not grow"
 		if s.BacklogGrows {
 			grows = "GROWS"
 		}
-		p("  backlog (committed - acked)\tat 1 s %d, at end %d, max %d\ttrend %s msg/s: %s", s.BacklogStart, s.BacklogEnd, s.BacklogMax, human(s.BacklogTrendPerSecond), grows)
+		p("  backlog (committed - acked)\tat start %d, at end %d, max %d\ttrend %s msg/s: %s", s.BacklogStart, s.BacklogEnd, s.BacklogMax, human(s.BacklogTrendPerSecond), grows)
 		p("  commit-to-ack\t%s", latencyLine(s.CommitToAck, s.Unacked))
 		p("  relay work\t%s", workLine(s.Relay))
 		p("")
@@ -122,4 +122,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// percents lists values as "31%, 28%, ...".
+func percents(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.0f%%", x)
+	}
+	return strings.Join(parts, ", ")
 }
