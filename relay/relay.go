@@ -479,6 +479,9 @@ func (r *Relay) runBatch(b *batch) *batch {
 			err  error
 			done bool
 		)
+		if r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize {
+			r.sleep(r.cfg.Linger) // on stop, mark at once
+		}
 		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
 			!r.isStopping() && r.backoff.remaining() <= 0 {
 			nb := &batch{woken: r.wake.wait(), start: time.Now()}

@@ -379,11 +379,53 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"PublishTimeout", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, PublishTimeout: 3 * time.Second}},
 		{"Lease", relay.Config{Store: nopQueue{}, Sink: s, Lease: 10 * time.Millisecond}},
 		{"BatchSize", relay.Config{Store: nopQueue{}, Sink: s, BatchSize: -1}},
+		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Linger: -time.Millisecond}},
+		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, Linger: time.Second}},
 	}
 	for _, c := range cases {
 		_, err := relay.New(c.cfg)
 		if !errors.Is(err, relay.ErrInvalidConfig) || !containsWord(err.Error(), c.field) {
 			t.Errorf("%s: got %v; want ErrInvalidConfig naming %s", c.field, err, c.field)
 		}
+	}
+}
+
+// With Linger, a worker that published a batch smaller than BatchSize waits
+// before its next claim, so that the messages that arrive meanwhile go out
+// in one claim and one publish instead of one each.
+func TestRelay_LingerGathersMessagesIntoOneBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &fakeSink{}
+	cfg := fastConfig(b, s)
+	cfg.Workers = 1
+	cfg.Linger = 2 * time.Second
+	startRelay(t, cfg)
+
+	first := msg("L-0", 0)
+	first.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, first)
+	eventually(t, 10*time.Second, "the first message was published", func() bool {
+		calls, _ := s.snapshot()
+		return calls == 1
+	})
+	// The relay lingers now, before marking the first message.
+	if st := b.get(t, first.ID).Status; st != outbox.StatusInFlight {
+		t.Fatalf("first message %s right after its publish; want IN_FLIGHT while the relay lingers", st)
+	}
+	const n = 10
+	for i := range n {
+		b.enqueue(t, msg(fmt.Sprintf("L-%d", i+1), i+1))
+	}
+	eventually(t, 20*time.Second, "all messages published", func() bool {
+		_, published := s.snapshot()
+		return len(published) == n+1
+	})
+	calls, _ := s.snapshot()
+	if calls != 2 {
+		t.Fatalf("%d publishes for 1 + %d messages; want 2 (the %d enqueued while the relay lingered in one)", calls, n, n)
+	}
+	if st := b.get(t, first.ID).Status; st != outbox.StatusSent {
+		t.Fatalf("first message %s; want SENT after the linger", st)
 	}
 }

@@ -49,6 +49,8 @@ func TestRelay_BadSettingFailsNamingTheFlag(t *testing.T) {
 		{[]string{"--lease", "100ms"}, "--lease must be at least 1s"},
 		{[]string{"--lease", "10s", "--publish-timeout", "10s"}, "--publish-timeout must be positive and shorter than --lease"},
 		{[]string{"--poll-interval", "0s"}, "--poll-interval must be at least 1ms"},
+		{[]string{"--linger", "-1ms"}, "--linger must not be negative"},
+		{[]string{"--lease", "10s", "--linger", "5s"}, "--linger must not be negative and must be shorter than the publish timeout"},
 		{[]string{"--max-attempts", "0"}, "--max-attempts must be at least 1"},
 		{[]string{"--retry-base", "2s", "--retry-max", "1s"}, "--retry-max must be at least --retry-base"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must not be negative"},
