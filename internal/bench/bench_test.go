@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outbox-dev/outbox/internal/pgtest"
 )
 
@@ -174,6 +176,44 @@ func normalise(r Report) Report {
 	return r
 }
 
+// In a CDC mode the steady and latency phases are served by the CDC relay:
+// every message is acknowledged, the work is counted without claims, and
+// the replication slots and publications are gone afterwards.
+func TestRun_CDCMode_ServesLiveWritesAndCleansUp(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.Phases = []Phase{PhaseSteady, PhaseLatency}
+	cfg.Mode = ModeCDCDelete
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.Settings.Mode != ModeCDCDelete {
+		t.Errorf("settings mode %q", rep.Settings.Mode)
+	}
+	if s := rep.Steady; s == nil || s.CommitToAck.Count == 0 || s.Unacked != 0 || s.Relay.Claims != 0 || s.Relay.RoundTrips < 1 {
+		t.Errorf("steady with the CDC relay: %+v", s)
+	}
+	if l := rep.Latency; l == nil || l.CommitToAck.Count != 200 || l.Unacked != 0 {
+		t.Errorf("fixed rate with the CDC relay: %+v", l)
+	}
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var slots, pubs int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'outbox_outbox_bench_%'),
+		(SELECT count(*) FROM pg_publication WHERE pubname LIKE 'outbox_outbox_bench_%')`).Scan(&slots, &pubs); err != nil {
+		t.Fatal(err)
+	}
+	if slots != 0 || pubs != 0 {
+		t.Errorf("%d replication slots and %d publications of the bench left behind", slots, pubs)
+	}
+}
+
 func TestRun_PhaseFilter_RunsOnlyThosePhases(t *testing.T) {
 	t.Parallel()
 	cfg := tinyConfig()
@@ -236,6 +276,7 @@ func TestConfig_BadFieldIsNamed(t *testing.T) {
 		{func(c *Config) { c.Relay.BatchSize = -1 }, "Relay.BatchSize"},
 		{func(c *Config) { c.KafkaBrokers = []string{""} }, "KafkaBrokers[0]"},
 		{func(c *Config) { c.Phases = []Phase{"warp"} }, "Phases"},
+		{func(c *Config) { c.Mode = "smoke-signals" }, "Mode"},
 	}
 	for _, tt := range tests {
 		cfg := Config{DatabaseURL: "postgres://x@127.0.0.1:1/x"}

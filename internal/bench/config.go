@@ -151,6 +151,16 @@ type Config struct {
 	// pgstore.Config.
 	Store pgstore.Config
 
+	// Mode is the relay that serves the live writes of the steady and
+	// latency phases: ModePolling (relay.Relay on pgstore, configured by
+	// Relay), ModeCDC (cdc.Relay reading the write-ahead log, marking SENT)
+	// or ModeCDCDelete (the same, deleting sent rows). The CDC modes need
+	// wal_level = logical and a role with REPLICATION; they create a
+	// replication slot and a publication per phase and drop them after.
+	// The drain, idle, claim and memory phases measure the polling relay
+	// whatever the mode. Defaults to ModePolling.
+	Mode Mode
+
 	// RelayBinary is the path of an outbox binary. The memory phase runs
 	// "RelayBinary relay ..." as a child process and reads its peak
 	// resident memory (VmHWM, Linux). Defaults to "": the memory phase is
@@ -231,6 +241,9 @@ func (c Config) WithDefaults() Config {
 	if c.StallTimeout == 0 {
 		c.StallTimeout = DefaultStallTimeout
 	}
+	if c.Mode == "" {
+		c.Mode = ModePolling
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -273,6 +286,8 @@ func (c Config) validate() error {
 		return bad("VacuumEvery", "must not be negative", c.VacuumEvery)
 	case c.StallTimeout < time.Second:
 		return bad("StallTimeout", "must be at least 1s", c.StallTimeout)
+	case !slices.Contains(AllModes, c.Mode):
+		return bad("Mode", "must be one of "+modeList(), c.Mode)
 	case c.Relay.BatchSize < 1:
 		return bad("Relay.BatchSize", "must be at least 1", c.Relay.BatchSize)
 	case c.Relay.Workers < 1:
@@ -292,3 +307,24 @@ func (c Config) validate() error {
 }
 
 func (c Config) runs(p Phase) bool { return slices.Contains(c.Phases, p) }
+
+// Mode is the relay of the steady and latency phases (Config.Mode).
+type Mode string
+
+// The relay modes.
+const (
+	ModePolling   Mode = "polling"
+	ModeCDC       Mode = "cdc"
+	ModeCDCDelete Mode = "cdc-delete"
+)
+
+// AllModes lists the modes.
+var AllModes = []Mode{ModePolling, ModeCDC, ModeCDCDelete}
+
+func modeList() string {
+	names := make([]string, len(AllModes))
+	for i, m := range AllModes {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
+}

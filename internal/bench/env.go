@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -209,10 +211,112 @@ func (s *scenario) checkAllSent(ctx context.Context, want int64) error {
 // relayRun is an in-process relay with its own pool and Kafka client, as a
 // separate relay process would have.
 type relayRun struct {
-	rl       *relay.Relay
+	rl       *relay.Relay // nil for a CDC relay
+	stopCDC  func()       // stops a CDC relay and drops its slot
 	pool     *pgxpool.Pool
 	sink     *kafka.Sink
 	stopOnce sync.Once
+}
+
+// startServing starts the relay that serves live writes in the steady and
+// latency phases: the polling relay, or the CDC relay in the CDC modes.
+func (r *runner) startServing(ctx context.Context, s *scenario, id string, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
+	if r.cfg.Mode == ModePolling {
+		return r.startRelay(ctx, s, id, hooks, tweak)
+	}
+	pool, err := r.newPool(ctx, "cdc relay "+id, 6, tweak)
+	if err != nil {
+		return nil, err
+	}
+	snk, err := r.newSink(id)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	cfg := cdc.Config{
+		Pool: pool, Sink: snk, Schema: s.schema, ID: id, Logger: r.cfg.Logger,
+		Hooks: cdc.Hooks{Published: hooks.Published, Failed: hooks.Failed},
+	}
+	if r.cfg.Mode == ModeCDCDelete {
+		cfg.Cleanup = cdc.CleanupDelete
+	}
+	cfg = cfg.WithDefaults()
+	rl, err := cdc.New(cfg)
+	if err != nil {
+		snk.Close()
+		pool.Close()
+		return nil, fmt.Errorf("cdc relay %s: %w", id, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- rl.Run(runCtx) }()
+	// The relay is ready once its slot exists: writes before that would
+	// not be in the stream.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := r.admin.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", cfg.Slot).Scan(&n); err == nil && n > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			snk.Close()
+			pool.Close()
+			r.dropSlot(cfg.Slot, cfg.Publication)
+			return nil, fmt.Errorf("cdc relay %s: %w", id, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			snk.Close()
+			pool.Close()
+			r.dropSlot(cfg.Slot, cfg.Publication)
+			return nil, fmt.Errorf("cdc relay %s: slot %s not active after 30 s", id, cfg.Slot)
+		}
+	}
+	stop := func() {
+		cancel()
+		<-done
+		r.dropSlot(cfg.Slot, cfg.Publication)
+	}
+	return &relayRun{stopCDC: stop, pool: pool, sink: snk}, nil
+}
+
+// dropSlot drops a stopped CDC relay's replication slot (once its
+// walsender let go of it) and its publication.
+func (r *runner) dropSlot(slot, publication string) {
+	ctx, cancel := cleanupCtx()
+	defer cancel()
+	for ctx.Err() == nil {
+		var active bool
+		err := r.admin.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if err == nil && !active {
+			if _, err := r.admin.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err == nil {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := r.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{publication}.Sanitize()); err != nil {
+		r.cfg.Logger.Warn("bench: drop publication", "publication", publication, "error", err)
+	}
+}
+
+// newSink returns a Kafka sink for the relay id.
+func (r *runner) newSink(id string) (*kafka.Sink, error) {
+	snk, err := kafka.New(kafka.Config{
+		Brokers: r.brokers, ClientID: "outbox-bench-" + id, DefaultTopic: r.cfg.Topic,
+		AllowAutoTopicCreation: true, Logger: r.cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	return snk, nil
 }
 
 // startRelay starts a relay on the scenario's schema with the template
@@ -235,13 +339,10 @@ func (r *runner) startRelay(ctx context.Context, s *scenario, id string, hooks r
 		pool.Close()
 		return nil, err
 	}
-	snk, err := kafka.New(kafka.Config{
-		Brokers: r.brokers, ClientID: "outbox-bench-" + id, DefaultTopic: r.cfg.Topic,
-		AllowAutoTopicCreation: true, Logger: r.cfg.Logger,
-	})
+	snk, err := r.newSink(id)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("kafka sink: %w", err)
+		return nil, err
 	}
 	rc.Store, rc.Sink, rc.ID = st, snk, id
 	rc.Hooks = chainHooks(rc.Hooks, hooks)
@@ -263,7 +364,11 @@ func (rr *relayRun) stop() {
 	rr.stopOnce.Do(func() {
 		ctx, cancel := cleanupCtx()
 		defer cancel()
-		_ = rr.rl.Stop(ctx) // a relay that cannot stop in time is abandoned
+		if rr.stopCDC != nil {
+			rr.stopCDC()
+		} else {
+			_ = rr.rl.Stop(ctx) // a relay that cannot stop in time is abandoned
+		}
 		rr.sink.Close()
 		rr.pool.Close()
 	})

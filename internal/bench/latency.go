@@ -26,7 +26,7 @@ func (r *runner) runLatency(ctx context.Context, rep *Report) error {
 	defer s.vacuumEvery(ctx)()
 	log := newAckLog()
 	var meter workMeter
-	rr, err := r.startRelay(ctx, s, "bench-latency", meter.hooks(log.hook), meter.wire.instrument)
+	rr, err := r.startServing(ctx, s, "bench-latency", meter.hooks(log.hook), meter.wire.instrument)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,9 @@ type Settings struct {
 	BatchSize         int     `json:"batchSize"`
 	RelayWorkers      int     `json:"relayWorkers"`
 	PollIntervalMs    float64 `json:"pollIntervalMs"`
+	LingerMs          float64 `json:"lingerMs"`
+	// Mode is the relay of the steady and latency phases.
+	Mode Mode `json:"mode"`
 	// VacuumEverySeconds is Config.VacuumEvery; 0 when off.
 	VacuumEverySeconds float64 `json:"vacuumEverySeconds"`
 	Topic              string  `json:"topic"`

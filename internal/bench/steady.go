@@ -54,7 +54,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	defer with.vacuumEvery(ctx)()
 	log := newAckLog()
 	var meter workMeter
-	rr, err := r.startRelay(ctx, with, "bench-steady", meter.hooks(log.hook), meter.wire.instrument)
+	rr, err := r.startServing(ctx, with, "bench-steady", meter.hooks(log.hook), meter.wire.instrument)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,10 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	p("postgresql\t%s, shared_buffers %s, synchronous_commit %s, autovacuum %s%s", m.PostgreSQL, m.SharedBuffers, m.SynchronousCommit, m.Autovacuum, vac)
 	p("kafka\t%s, topic %s", m.Kafka, st.Topic)
-	p("relay\tbatch size %d, %d workers, poll interval %s ms", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs))
+	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s ms", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), human(st.LingerMs))
+	if st.Mode != "" && st.Mode != ModePolling {
+		p("mode\t%s: the steady and latency phases run the CDC relay (package cdc, defaults); the other phases the polling relay", st.Mode)
+	}
 	p("")
 
 	if d := rep.Drain; d != nil {
@@ -113,6 +116,9 @@ func latencyLine(l Latency, unacked int) string {
 }
 
 func workLine(w RelayWork) string {
+	if w.Claims == 0 { // a CDC relay does not claim
+		return fmt.Sprintf("%s round trips to PostgreSQL per message (besides the replication stream)", human(w.RoundTripsPerMessage))
+	}
 	return fmt.Sprintf("%s claims of %s messages on average; %s round trips to PostgreSQL per message",
 		human(float64(w.Claims)), human(w.MessagesPerClaim), human(w.RoundTripsPerMessage))
 }

@@ -36,6 +36,7 @@ type benchFlags struct {
 	stallTimeout time.Duration
 	vacuumEvery  time.Duration
 	cpuProfile   string
+	mode         string
 }
 
 func newBenchCommand(a *app) *cobra.Command {
@@ -101,6 +102,7 @@ machine; the report records the load average before and after.`,
 	fs.StringVar(&bf.relayBinary, "relay-binary", "", "outbox `binary` run as the relay process of the memory phase (default: this binary)")
 	fs.DurationVar(&bf.stallTimeout, "stall-timeout", bench.DefaultStallTimeout, "fail a phase that makes no progress for this long")
 	fs.DurationVar(&bf.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the outbox table at this interval while writers run, as autovacuum would (default: never; use it on a server with autovacuum off)")
+	fs.StringVar(&bf.mode, "mode", string(bench.ModePolling), "`relay` serving the steady and latency phases: polling, cdc (write-ahead log, marks SENT) or cdc-delete (deletes sent rows); the CDC modes need wal_level=logical")
 	fs.StringVar(&bf.cpuProfile, "cpu-profile", "", "write a CPU profile of the bench's process (relays, embedded broker, writers) to `file`, for go tool pprof")
 	addRelayFlags(fs, &rf)
 	// Each relay of the benchmark gets an id of its own.
@@ -141,6 +143,7 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		RelayBinary:  bf.relayBinary,
 		StallTimeout: bf.stallTimeout,
 		VacuumEvery:  bf.vacuumEvery,
+		Mode:         bench.Mode(bf.mode),
 		Progress:     a.stderr,
 		Logger:       relayLog,
 	}
