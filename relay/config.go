@@ -56,11 +56,11 @@ type Config struct {
 	// it and claiming the next (one round trip with a store.MarkClaimer), so
 	// that the next claim finds more messages. Messages enqueued meanwhile
 	// reach the broker up to Linger later, and every message's mark comes
-	// Linger later. On the bench's 2-core machine, 8 writers at full speed
-	// lost 31% of their throughput to a relay with no linger, 27% with 2ms
-	// and 18% with 5ms, while commit-to-ack at 1,000 events/s went from a
-	// p50 of 1.9ms to 4.9ms and 9.3ms (docs/performance.md). Defaults to 0:
-	// claim again at once.
+	// Linger later. On the bench's 2-core machine (docs/performance.md), 8
+	// writers at full speed lost 32% of their throughput to a relay with no
+	// linger, 23-24% with 2-5ms and 9-13% with 10-20ms, while commit-to-ack
+	// p50 at 1,000 events/s grew from 2.2ms to 5, 10, 17 and 35ms. Defaults
+	// to 0: claim again at once.
 	Linger time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.
