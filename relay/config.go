@@ -62,6 +62,13 @@ type Config struct {
 	// p50 at 1,000 events/s grew from 2.2ms to 5, 10, 17 and 35ms. Defaults
 	// to 0: claim again at once.
 	Linger time.Duration
+	// LingerAbove restricts Linger to load: a worker lingers only while
+	// the relay claims at least this many messages per second (measured
+	// over the last 250ms), so that a relay that is not pressed claims at
+	// once and keeps its latency, and one that keeps up with writers at
+	// their full rate claims less often. 0 (the default) lingers at any
+	// rate.
+	LingerAbove float64
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.
 	// Defaults to false.
@@ -168,6 +175,8 @@ func (c Config) validate() error {
 		return bad("PollInterval", "must be at least 1ms")
 	case c.Linger < 0 || c.Linger >= c.PublishTimeout:
 		return bad("Linger", "must not be negative and must be shorter than PublishTimeout")
+	case c.LingerAbove < 0:
+		return bad("LingerAbove", "must not be negative")
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "must be at least 1")
 	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:

@@ -64,6 +64,7 @@ type Relay struct {
 	wake     waker
 	backoff  unavailableBackoff
 	notifier store.Notifier // nil unless LISTEN is on and works
+	rate     rateMeter      // messages claimed per second, for Config.LingerAbove
 
 	mu       sync.Mutex
 	started  bool
@@ -349,6 +350,9 @@ func (r *Relay) claimParams() store.ClaimParams {
 }
 
 func (r *Relay) claimed(c store.Claim) {
+	if r.cfg.Linger > 0 && r.cfg.LingerAbove > 0 {
+		r.rate.add(time.Now(), len(c.Records))
+	}
 	if len(c.Records) > 0 && r.cfg.Hooks.Claimed != nil {
 		r.cfg.Hooks.Claimed(len(c.Records))
 	}
@@ -479,7 +483,7 @@ func (r *Relay) runBatch(b *batch) *batch {
 			err  error
 			done bool
 		)
-		if r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize {
+		if r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove {
 			r.sleep(r.cfg.Linger) // on stop, mark at once
 		}
 		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
@@ -670,4 +674,43 @@ func (b *unavailableBackoff) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cur, b.until = 0, time.Time{}
+}
+
+// rateWindow is the window over which rateMeter measures.
+const rateWindow = 250 * time.Millisecond
+
+// rateMeter measures messages claimed per second over the last complete
+// rateWindow.
+type rateMeter struct {
+	mu    sync.Mutex
+	start time.Time
+	n     int
+	rate  float64
+}
+
+func (m *rateMeter) add(now time.Time, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roll(now)
+	m.n += n
+}
+
+// roll closes the window if it is over. A window that ended long ago (no
+// claims since) leaves a rate of zero.
+func (m *rateMeter) roll(now time.Time) {
+	switch el := now.Sub(m.start); {
+	case m.start.IsZero():
+		m.start = now
+	case el >= 2*rateWindow:
+		m.rate, m.n, m.start = 0, 0, now
+	case el >= rateWindow:
+		m.rate, m.n, m.start = float64(m.n)/el.Seconds(), 0, now
+	}
+}
+
+func (m *rateMeter) perSecond(now time.Time) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roll(now)
+	return m.rate
 }

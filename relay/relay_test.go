@@ -381,6 +381,7 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"BatchSize", relay.Config{Store: nopQueue{}, Sink: s, BatchSize: -1}},
 		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Linger: -time.Millisecond}},
 		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, Linger: time.Second}},
+		{"LingerAbove", relay.Config{Store: nopQueue{}, Sink: s, Linger: time.Millisecond, LingerAbove: -1}},
 	}
 	for _, c := range cases {
 		_, err := relay.New(c.cfg)
@@ -428,4 +429,27 @@ func TestRelay_LingerGathersMessagesIntoOneBatch(t *testing.T) {
 	if st := b.get(t, first.ID).Status; st != outbox.StatusSent {
 		t.Fatalf("first message %s; want SENT after the linger", st)
 	}
+}
+
+// With LingerAbove, a relay that claims fewer messages per second than that
+// does not linger: a lone message is marked SENT at once, not a Linger later.
+func TestRelay_LingerAboveARateNotReachedClaimsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &fakeSink{}
+	cfg := fastConfig(b, s)
+	cfg.Workers = 1
+	cfg.Linger = 2 * time.Second
+	cfg.LingerAbove = 1e9
+	startRelay(t, cfg)
+	m := msg("LA-1", 1)
+	m.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, m)
+	eventually(t, 10*time.Second, "the message was published", func() bool {
+		calls, _ := s.snapshot()
+		return calls == 1
+	})
+	eventually(t, time.Second, "the message marked SENT well before the linger would have ended", func() bool {
+		return b.get(t, m.ID).Status == outbox.StatusSent
+	})
 }

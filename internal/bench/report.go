@@ -63,6 +63,7 @@ type Settings struct {
 	RelayWorkers      int     `json:"relayWorkers"`
 	PollIntervalMs    float64 `json:"pollIntervalMs"`
 	LingerMs          float64 `json:"lingerMs"`
+	LingerAbove       float64 `json:"lingerAbove"`
 	// Mode is the relay of the steady and latency phases.
 	Mode Mode `json:"mode"`
 	// VacuumEverySeconds is Config.VacuumEvery; 0 when off.

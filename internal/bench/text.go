@@ -27,7 +27,11 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	p("postgresql\t%s, shared_buffers %s, synchronous_commit %s, autovacuum %s%s", m.PostgreSQL, m.SharedBuffers, m.SynchronousCommit, m.Autovacuum, vac)
 	p("kafka\t%s, topic %s", m.Kafka, st.Topic)
-	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s ms", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), human(st.LingerMs))
+	linger := human(st.LingerMs) + " ms"
+	if st.LingerMs > 0 && st.LingerAbove > 0 {
+		linger += " above " + human(st.LingerAbove) + " msg/s"
+	}
+	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), linger)
 	if st.Mode != "" && st.Mode != ModePolling {
 		p("mode\t%s: the steady and latency phases run the CDC relay (package cdc, defaults); the other phases the polling relay", st.Mode)
 	}

@@ -29,6 +29,7 @@ type relayFlags struct {
 	publishTimeout        time.Duration
 	pollInterval          time.Duration
 	linger                time.Duration
+	lingerAbove           float64
 	noListen              bool
 	maxAttempts           int
 	retryBase             time.Duration
@@ -45,6 +46,7 @@ func addRelayFlags(fs *pflag.FlagSet, r *relayFlags) {
 	fs.DurationVar(&r.publishTimeout, "publish-timeout", 0, "bound on the wait for the broker's acks of one batch; shorter than --lease (default --lease/2)")
 	fs.DurationVar(&r.pollInterval, "poll-interval", relay.DefaultPollInterval, "how often to look for due messages when not woken by a notification")
 	fs.DurationVar(&r.linger, "linger", 0, "after publishing a batch smaller than --batch-size, wait this long before marking it and claiming the next, so that claims take more messages per round trip: less database work under load, more latency (default: claim again at once)")
+	fs.Float64Var(&r.lingerAbove, "linger-above", 0, "with --linger: linger only while the relay claims at least this many `messages/s` (0: at any rate)")
 	fs.BoolVar(&r.noListen, "no-listen", false, "do not use LISTEN/NOTIFY wake-ups (for poolers in transaction mode); rely on --poll-interval")
 	fs.IntVar(&r.maxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed attempts after which a message becomes DEAD_LETTER")
 	fs.DurationVar(&r.retryBase, "retry-base", relay.DefaultRetryBase, "delay before the first retry; it doubles with each attempt, with jitter")
@@ -70,6 +72,8 @@ func (r *relayFlags) check() error {
 		return flagError("poll-interval", "must be at least 1ms, not %s", r.pollInterval)
 	case r.linger < 0 || r.linger >= cmp.Or(r.publishTimeout, r.lease/2):
 		return flagError("linger", "must not be negative and must be shorter than the publish timeout, not %s", r.linger)
+	case r.lingerAbove < 0:
+		return flagError("linger-above", "must not be negative, not %v", r.lingerAbove)
 	case r.maxAttempts < 1:
 		return flagError("max-attempts", "must be at least 1, not %d", r.maxAttempts)
 	case r.retryBase <= 0:
@@ -97,6 +101,7 @@ func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) rel
 		PublishTimeout:        r.publishTimeout,
 		PollInterval:          r.pollInterval,
 		Linger:                r.linger,
+		LingerAbove:           r.lingerAbove,
 		DisableListen:         r.noListen,
 		MaxAttempts:           r.maxAttempts,
 		RetryBase:             r.retryBase,

@@ -50,6 +50,7 @@ func TestRelay_BadSettingFailsNamingTheFlag(t *testing.T) {
 		{[]string{"--lease", "10s", "--publish-timeout", "10s"}, "--publish-timeout must be positive and shorter than --lease"},
 		{[]string{"--poll-interval", "0s"}, "--poll-interval must be at least 1ms"},
 		{[]string{"--linger", "-1ms"}, "--linger must not be negative"},
+		{[]string{"--linger-above", "-5"}, "--linger-above must not be negative"},
 		{[]string{"--lease", "10s", "--linger", "5s"}, "--linger must not be negative and must be shorter than the publish timeout"},
 		{[]string{"--max-attempts", "0"}, "--max-attempts must be at least 1"},
 		{[]string{"--retry-base", "2s", "--retry-max", "1s"}, "--retry-max must be at least --retry-base"},
