@@ -18,7 +18,10 @@
 // At start the relay creates, if absent, its two small tables in the
 // outbox schema (outbox_cdc_slots, outbox_cdc_deferred), a publication on
 // the outbox table that publishes inserts only, and a named logical
-// replication slot.
+// replication slot. The publication publishes a time-partitioned outbox
+// table (pgstore.Config.Partitioning) through its root, so inserts into any
+// partition arrive as rows of outbox_messages, and partitions may be
+// created and dropped (ops.MaintainPartitions) while the relay streams.
 //
 // # How a message travels
 //

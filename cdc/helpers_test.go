@@ -72,8 +72,15 @@ type env struct {
 
 func newEnv(t testing.TB, bcfg broker.Config) *env {
 	t.Helper()
+	return newEnvPartitioned(t, bcfg, pgstore.Partitioning{})
+}
+
+// newEnvPartitioned is newEnv with the outbox table partitioned as p (the
+// zero value: a plain table).
+func newEnvPartitioned(t testing.TB, bcfg broker.Config, p pgstore.Partitioning) *env {
+	t.Helper()
 	pool, schema := pgtest.Schema(t)
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema, Partitioning: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ var sqlFiles embed.FS
 type queries struct {
 	setup, setupLock, settings                  string
 	publicationGet, publicationCreate           string
+	publicationViaRoot, lockInserts             string
 	slotGet, slotCreate, slotDrop               string
 	registryGet, registryPut, deferUnsent       string
 	check, recordMark, recordDelete             string
@@ -40,6 +41,8 @@ func loadQueries(schema, publication string) (queries, error) {
 		{&q.settings, "settings.sql"},
 		{&q.publicationGet, "publication_get.sql"},
 		{&q.publicationCreate, "publication_create.sql"},
+		{&q.publicationViaRoot, "publication_via_root.sql"},
+		{&q.lockInserts, "lock_inserts.sql"},
 		{&q.slotGet, "slot_get.sql"},
 		{&q.slotCreate, "slot_create.sql"},
 		{&q.slotDrop, "slot_drop.sql"},

@@ -158,6 +158,11 @@ func (r *Relay) setupTables(ctx context.Context) error {
 
 // setupPublication creates the publication if it is absent, and checks it
 // if it exists. The active relay runs it before it streams.
+//
+// The publication publishes a partitioned outbox_messages through its root
+// (publish_via_partition_root), so that the stream's inserts are rows of
+// outbox_messages whichever partition holds them. An existing publication
+// on a partitioned table without that option is altered; see viaRoot.
 func (r *Relay) setupPublication(ctx context.Context) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
@@ -167,26 +172,73 @@ func (r *Relay) setupPublication(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
 		return fmt.Errorf("cdc: setup: lock: %w", err)
 	}
-	var insert, more, hasTable bool
-	err = tx.QueryRow(ctx, r.q.publicationGet, r.cfg.Publication, r.cfg.Schema).Scan(&insert, &more, &hasTable)
+	var insert, more, viaRoot, partitioned, hasTable bool
+	err = tx.QueryRow(ctx, r.q.publicationGet, r.cfg.Publication, r.cfg.Schema, r.outboxTable).
+		Scan(&insert, &more, &viaRoot, &partitioned, &hasTable)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if _, err := tx.Exec(ctx, r.q.publicationCreate); err != nil {
 			return fmt.Errorf("cdc: setup: create publication %s: %w", r.cfg.Publication, err)
 		}
-		r.log.Info("created the publication", slog.String("publication", r.cfg.Publication))
+		r.log.Info("created the publication", slog.String("publication", r.cfg.Publication),
+			slog.Bool("partitioned", partitioned))
 	case err != nil:
 		return fmt.Errorf("cdc: setup: read publication %s: %w", r.cfg.Publication, err)
+	case insert && partitioned && !viaRoot:
+		if err := r.viaRoot(ctx, tx); err != nil {
+			return err
+		}
 	case !insert || !hasTable:
-		return fatal(fmt.Errorf("%w: publication %q exists but does not publish inserts into %s; "+
-			"drop it or choose another --publication", ErrNotReady, r.cfg.Publication, r.outboxTable))
-	case more:
+		return r.notPublished()
+	}
+	if err == nil && more { // an existing publication
 		r.log.Warn("the publication also publishes updates, deletes or truncates; the relay ignores them, "+
 			"but they cost decoding work: recreate it WITH (publish = 'insert')", slog.String("publication", r.cfg.Publication))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("cdc: setup: commit: %w", err)
 	}
+	return nil
+}
+
+// notPublished is the error for a publication that does not publish the
+// inserts into the outbox table.
+func (r *Relay) notPublished() error {
+	return fatal(fmt.Errorf("%w: publication %q exists but does not publish inserts into %s; "+
+		"drop it or choose another --publication", ErrNotReady, r.cfg.Publication, r.outboxTable))
+}
+
+// viaRoot sets publish_via_partition_root on an existing publication of a
+// partitioned outbox_messages, in the setup transaction tx. Before, the
+// stream delivered inserts into the partitions as rows of the partitions,
+// which the reader does not take for messages: the WAL not yet confirmed
+// may hold such inserts. So, with inserts blocked until tx commits, every
+// aggregate with an unsent message is handed to the table path (as when a
+// slot is created); messages committed after tx arrive as rows of
+// outbox_messages.
+func (r *Relay) viaRoot(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, r.q.lockInserts); err != nil {
+		return fmt.Errorf("cdc: setup: lock %s: %w", r.outboxTable, err)
+	}
+	if _, err := tx.Exec(ctx, r.q.publicationViaRoot); err != nil {
+		return fmt.Errorf("cdc: setup: alter publication %s: %w", r.cfg.Publication, err)
+	}
+	var insert, more, viaRoot, partitioned, hasTable bool
+	if err := tx.QueryRow(ctx, r.q.publicationGet, r.cfg.Publication, r.cfg.Schema, r.outboxTable).
+		Scan(&insert, &more, &viaRoot, &partitioned, &hasTable); err != nil {
+		return fmt.Errorf("cdc: setup: read publication %s: %w", r.cfg.Publication, err)
+	}
+	if !hasTable {
+		// It published some partitions only: not ours to widen.
+		return r.notPublished()
+	}
+	tag, err := tx.Exec(ctx, r.q.deferUnsent)
+	if err != nil {
+		return fmt.Errorf("cdc: setup: defer unsent messages: %w", err)
+	}
+	r.log.Warn("the publication did not publish the partitioned outbox table through its root; "+
+		"set publish_via_partition_root: messages unsent until now go through the table path",
+		slog.String("publication", r.cfg.Publication), slog.Int64("aggregates", tag.RowsAffected()))
 	return nil
 }
 

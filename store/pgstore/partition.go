@@ -193,7 +193,8 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("partition outbox_messages: find publications: %w", err)
 	}
 	if pubs != nil {
-		return fmt.Errorf("%w: it is in the publication(s) %s (CDC mode); stop the CDC relay and drop them first", ErrPartitioning, *pubs)
+		return fmt.Errorf("%w: it is in the publication(s) %s (CDC mode); stop the CDC relays and drop them and "+
+			"their slot first, and start the relay again after the migration (see docs/operations.md)", ErrPartitioning, *pubs)
 	}
 	if err := exec("LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return err
