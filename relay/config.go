@@ -59,8 +59,9 @@ type Config struct {
 	// Linger later. On the bench's 2-core machine (docs/performance.md), 8
 	// writers at full speed lost 32% of their throughput to a relay with no
 	// linger, 23-24% with 2-5ms and 9-13% with 10-20ms, while commit-to-ack
-	// p50 at 1,000 events/s grew from 2.2ms to 5, 10, 17 and 35ms. Defaults
-	// to 0: claim again at once.
+	// p50 at 1,000 events/s grew from 2.2ms to 5, 10, 17 and 35ms (see
+	// LingerAbove for keeping both). Even 50ms left a loss of 14% there: the
+	// per-message work sets a floor. Defaults to 0: claim again at once.
 	Linger time.Duration
 	// LingerAbove restricts Linger to load: a worker lingers only while
 	// the relay claims at least this many messages per second (measured
