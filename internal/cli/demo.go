@@ -5,12 +5,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/internal/demo"
 )
 
 func newDemoCommand(a *app) *cobra.Command {
 	var cfg demo.Config
+	var kf kafkaFlags // only its TLS and SASL flags are added
 	cmd := &cobra.Command{
 		Use:     "demo",
 		GroupID: "try",
@@ -35,10 +37,15 @@ after the lease, sometimes after the broker already has them: duplicates)
 and stops the broker for a few seconds; the invariants must hold anyway.
 --db and --kafka-brokers run the same on PostgreSQL (schemas
 <--schema-prefix>_orders, _billing, _inventory) and a real Kafka cluster
-(plaintext; topics outbox-demo.orders and outbox-demo.inventory).`,
+(topics outbox-demo.orders and outbox-demo.inventory); the --kafka-tls*
+and --kafka-sasl-* flags, the same as the relay's, secure every Kafka
+client of the demo. They require --kafka-brokers: the embedded broker
+speaks plaintext only.`,
 		Example: `  outbox demo
   outbox demo --chaos --duration 60s
-  outbox demo --db postgres://postgres@127.0.0.1:5432/test --kafka-brokers 127.0.0.1:9092`,
+  outbox demo --db postgres://postgres@127.0.0.1:5432/test --kafka-brokers 127.0.0.1:9092
+  OUTBOX_KAFKA_SASL_PASSWORD=... outbox demo --kafka-brokers kafka-1:9093 --kafka-tls \
+    --kafka-sasl-mechanism SCRAM-SHA-512 --kafka-sasl-username demo`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -48,6 +55,9 @@ and stops the broker for a few seconds; the invariants must hold anyway.
 				return flagError("rate", "must be above 0 and at most 1000 orders per second, not %g", cfg.Rate)
 			case cfg.DrainTimeout <= 0:
 				return flagError("drain-timeout", "must be positive, not %s", cfg.DrainTimeout)
+			}
+			if err := demoKafkaSecurity(cmd.Flags(), &kf, &cfg); err != nil {
+				return err
 			}
 			_, err := demo.Run(cmd.Context(), cfg, a.stdout)
 			if errors.Is(err, demo.ErrInvalidConfig) {
@@ -67,8 +77,30 @@ and stops the broker for a few seconds; the invariants must hold anyway.
 	fs.StringSliceVar(&cfg.KafkaBrokers, "kafka-brokers", nil, "comma-separated `host:port` of a real Kafka cluster to use instead of the embedded broker")
 	fs.StringVar(&cfg.Listen, "listen", demo.DefaultListen, "`host:port` of the order service's HTTP API (port 0 picks a free port)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", demo.DefaultDrainTimeout, "longest wait for the backlog to drain after the load stopped")
+	addKafkaSecurityFlags(fs, &kf) // the relay's TLS and SASL flags; the other --kafka-* flags do not apply
 	markSensitive(fs, "db")
 	return cmd
+}
+
+// demoKafkaSecurity checks the TLS and SASL flags and sets
+// cfg.KafkaSecurity, before anything starts. They require --kafka-brokers,
+// and kafka.Security's own checks (files readable, a password with a
+// mechanism, ...) are reported naming the flag.
+func demoKafkaSecurity(fs *pflag.FlagSet, kf *kafkaFlags, cfg *demo.Config) error {
+	cfg.KafkaSecurity = kf.security()
+	if len(cfg.KafkaBrokers) == 0 {
+		for _, name := range kafkaSecurityFlags {
+			// Set by the flag or its environment variable: not the default.
+			if f := fs.Lookup(name); f.Value.String() != f.DefValue {
+				return flagError(name, "needs --kafka-brokers: the embedded broker speaks plaintext only")
+			}
+		}
+		return nil
+	}
+	if _, err := cfg.KafkaSecurity.Opts(); err != nil {
+		return kafkaConfigError(err)
+	}
+	return nil
 }
 
 // demoFlagError makes a demo.Config error a usage error. The field names

@@ -186,11 +186,7 @@ type consumerFlags struct {
 
 // consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
 // brokers, TLS and SASL. The producer's settings do not apply.
-var consumerKafkaFlags = []string{
-	"kafka-brokers", "kafka-tls", "kafka-tls-ca", "kafka-tls-cert", "kafka-tls-key",
-	"kafka-tls-insecure-skip-verify", "kafka-tls-server-name",
-	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
-}
+var consumerKafkaFlags = append([]string{"kafka-brokers"}, kafkaSecurityFlags...)
 
 func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSchema string) {
 	all := pflag.NewFlagSet("kafka", pflag.ContinueOnError)

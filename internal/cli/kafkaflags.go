@@ -50,6 +50,21 @@ func addKafkaFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 	fs.DurationVar(&k.deliveryTimeout, "kafka-delivery-timeout", kafka.DefaultDeliveryTimeout, "how long a record may wait in the producer, retries included")
 	fs.DurationVar(&k.requestTimeout, "kafka-request-timeout", kafka.DefaultRequestTimeout, "how long a broker may take to answer a produce request")
 
+	addKafkaSecurityFlags(fs, k)
+}
+
+// kafkaSecurityFlags are the flags addKafkaSecurityFlags adds: TLS and SASL.
+var kafkaSecurityFlags = []string{
+	"kafka-tls", "kafka-tls-ca", "kafka-tls-cert", "kafka-tls-key",
+	"kafka-tls-insecure-skip-verify", "kafka-tls-server-name",
+	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password",
+}
+
+// addKafkaSecurityFlags adds the TLS and SASL flags (kafkaSecurityFlags) of
+// k; k.security turns them into a kafka.Security. addKafkaFlags includes
+// them; a command whose Kafka clients are not configured by the other
+// flags (demo) adds only these.
+func addKafkaSecurityFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 	fs.BoolVar(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
 	fs.StringVar(&k.tlsCA, "kafka-tls-ca", "", "PEM `file` of the CA certificates that sign the brokers' certificates (default: the system's roots)")
 	fs.StringVar(&k.tlsCert, "kafka-tls-cert", "", "PEM client certificate `file` for mutual TLS (with --kafka-tls-key)")
@@ -126,19 +141,25 @@ func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 		MaxMessageBytes:        k.maxMessageBytes,
 		DeliveryTimeout:        k.deliveryTimeout,
 		RequestTimeout:         k.requestTimeout,
-		Security: kafka.Security{
-			TLS:                k.tls,
-			CAFile:             k.tlsCA,
-			CertFile:           k.tlsCert,
-			KeyFile:            k.tlsKey,
-			InsecureSkipVerify: k.tlsInsecureSkipVerify,
-			ServerName:         k.tlsServerName,
-			SASLMechanism:      k.saslMechanism,
-			Username:           k.saslUsername,
-			Password:           k.saslPassword,
-		},
-		Logger: logger,
+		Security:               k.security(),
+		Logger:                 logger,
 	}, nil
+}
+
+// security returns the TLS and SASL settings of the flags. kafka.Security's
+// Opts checks them; kafkaConfigError names the flag of a field it rejects.
+func (k *kafkaFlags) security() kafka.Security {
+	return kafka.Security{
+		TLS:                k.tls,
+		CAFile:             k.tlsCA,
+		CertFile:           k.tlsCert,
+		KeyFile:            k.tlsKey,
+		InsecureSkipVerify: k.tlsInsecureSkipVerify,
+		ServerName:         k.tlsServerName,
+		SASLMechanism:      k.saslMechanism,
+		Username:           k.saslUsername,
+		Password:           k.saslPassword,
+	}
 }
 
 // newSink creates the Kafka sink. A configuration error that kafka.New finds

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
 // Defaults of [Config].
@@ -83,6 +85,12 @@ type Config struct {
 	// TopicInventory are created if the cluster allows it). Chaos then
 	// kills relays only. Defaults to none: the embedded broker.
 	KafkaBrokers []string
+	// KafkaSecurity configures TLS and SASL for every Kafka client of the
+	// demo (the relays' producers, the consumers and the topic reader),
+	// as for the relay's sink. It requires KafkaBrokers: the embedded
+	// broker speaks plaintext only. Defaults to plaintext without
+	// authentication.
+	KafkaSecurity kafka.Security
 	// Listen is the host:port of the order service's HTTP API. Defaults to
 	// "127.0.0.1:0" (a free port, printed).
 	Listen string
@@ -147,6 +155,15 @@ func (c Config) validate() error {
 	for i, b := range c.KafkaBrokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			return bad(fmt.Sprintf("KafkaBrokers[%d]", i), "must be a host:port, not %q", b)
+		}
+	}
+	if c.KafkaSecurity != (kafka.Security{}) {
+		if len(c.KafkaBrokers) == 0 {
+			return bad("KafkaSecurity", "needs KafkaBrokers: the embedded broker speaks plaintext only")
+		}
+		// Opts names the Security field at fault and never the password.
+		if _, err := c.KafkaSecurity.Opts(); err != nil {
+			return fmt.Errorf("%w: KafkaSecurity: %w", ErrInvalidConfig, err)
 		}
 	}
 	return nil

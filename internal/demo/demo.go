@@ -204,7 +204,7 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 		s.brokerName = "embedded broker on " + s.brokers[0]
 	} else {
 		s.brokers = cfg.KafkaBrokers
-		s.brokerName = "Kafka at " + strings.Join(cfg.KafkaBrokers, ",")
+		s.brokerName = "Kafka at " + strings.Join(cfg.KafkaBrokers, ",") + securityNote(cfg.KafkaSecurity)
 	}
 	if cfg.DatabaseURL != "" {
 		s.b, err = openPostgres(ctx, cfg.DatabaseURL, cfg.SchemaPrefix, log)
@@ -229,10 +229,7 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 		queue outboxStore
 		topic string
 	}{{"orders", s.b.ordersOutbox, TopicOrders}, {"inventory", s.b.inventoryOutbox, TopicInventory}} {
-		slot := &relaySlot{name: r.name, queue: r.queue, cfg: rcfg, log: log, sinkCfg: kafka.Config{
-			Brokers: s.brokers, ClientID: relayIDPrefix + "-" + r.name + "-relay", DefaultTopic: r.topic,
-			AllowAutoTopicCreation: true, Logger: log,
-		}}
+		slot := &relaySlot{name: r.name, queue: r.queue, cfg: rcfg, log: log, sinkCfg: s.sinkConfig(r.name, r.topic)}
 		if err := slot.start(ctx); err != nil {
 			return nil, err
 		}
@@ -247,8 +244,7 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 		applier consumer.Applier
 		stats   *consumerStats
 	}{{GroupBilling, s.b.billingApplier, s.billing}, {GroupInventory, s.b.inventoryApplier, s.inventory}} {
-		r, err := consumer.New(consumer.Config{Brokers: s.brokers, Group: c.group, Topics: []string{TopicOrders},
-			Applier: c.applier, ClientID: consumerIDPrefix + c.group, Logger: log, Hooks: c.stats.hooks()})
+		r, err := consumer.New(s.consumerConfig(c.group, c.applier, c.stats.hooks()))
 		if err != nil {
 			return nil, fmt.Errorf("demo: consumer %s: %w", c.group, err)
 		}
@@ -258,7 +254,11 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 			}
 		})
 	}
-	if s.auditClient, err = newAuditClient(s.brokers, nil, log); err != nil {
+	secOpts, err := cfg.KafkaSecurity.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("%w: KafkaSecurity: %w", ErrInvalidConfig, err)
+	}
+	if s.auditClient, err = newAuditClient(s.brokers, secOpts, log); err != nil {
 		return nil, fmt.Errorf("demo: topic reader: %w", err)
 	}
 	s.consumersDone.Go(func() { s.audit.run(cctx, s.auditClient, log) })
@@ -288,6 +288,40 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 	fmt.Fprintf(out, "  running     two relays, billing and inventory consumers, %g orders/s for %s, chaos %s\n\n",
 		cfg.Rate, cfg.Duration, chaos)
 	return s, nil
+}
+
+// securityNote describes sec for the start banner: TLS and the SASL
+// mechanism and user, never the password.
+func securityNote(sec kafka.Security) string {
+	var parts []string
+	if sec.TLS {
+		parts = append(parts, "TLS")
+	}
+	if sec.SASLMechanism != "" {
+		parts = append(parts, fmt.Sprintf("SASL %s as %s", strings.ToUpper(sec.SASLMechanism), sec.Username))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(parts, ", ")
+}
+
+// sinkConfig configures the producer of the relay of the named outbox:
+// s.brokers, with the security of the Config.
+func (s *system) sinkConfig(name, topic string) kafka.Config {
+	return kafka.Config{
+		Brokers: s.brokers, ClientID: relayIDPrefix + "-" + name + "-relay", DefaultTopic: topic,
+		AllowAutoTopicCreation: true, Security: s.cfg.KafkaSecurity, Logger: s.log,
+	}
+}
+
+// consumerConfig configures the consumer of a group of the orders topic:
+// s.brokers, with the security of the Config.
+func (s *system) consumerConfig(group string, applier consumer.Applier, hooks consumer.Hooks) consumer.Config {
+	return consumer.Config{
+		Brokers: s.brokers, Security: s.cfg.KafkaSecurity, Group: group, Topics: []string{TopicOrders},
+		Applier: applier, ClientID: consumerIDPrefix + group, Logger: s.log, Hooks: hooks,
+	}
 }
 
 // shutdown stops everything that runs, in dependency order. It is safe on

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/demo"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
 // run runs the demo for a short while and fails the test unless every
@@ -102,6 +103,14 @@ func TestRun_BadConfigNamesTheField(t *testing.T) {
 		"SchemaPrefix": {SchemaPrefix: "Bad-Prefix"},
 		"KafkaBrokers": {KafkaBrokers: []string{"x"}},
 		"DatabaseURL":  {DatabaseURL: "postgres://u:secret@[::1"},
+		// The embedded broker speaks plaintext only.
+		"KafkaSecurity": {KafkaSecurity: kafka.Security{SASLMechanism: kafka.SASLPlain, Username: "u", Password: "secret"}},
+		"Security.Password": {KafkaBrokers: []string{"127.0.0.1:1"},
+			KafkaSecurity: kafka.Security{SASLMechanism: kafka.SASLPlain, Username: "u"}},
+		"Security.SASLMechanism": {KafkaBrokers: []string{"127.0.0.1:1"},
+			KafkaSecurity: kafka.Security{Username: "u", Password: "secret"}},
+		"Security.CAFile": {KafkaBrokers: []string{"127.0.0.1:1"},
+			KafkaSecurity: kafka.Security{TLS: true, CAFile: "/nonexistent/ca.pem"}},
 	} {
 		_, err := demo.Run(context.Background(), cfg, &bytes.Buffer{})
 		if !errors.Is(err, demo.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
