@@ -5,3 +5,7 @@ func (s *Store) ClaimSQL() string { return s.q.claim }
 
 // ChannelName exposes channelName to tests.
 var ChannelName = channelName
+
+// ClaimFloorSQL exposes the rendered claim-floor statement to the EXPLAIN
+// tests.
+func (s *Store) ClaimFloorSQL() string { return s.q.claimFloor }
