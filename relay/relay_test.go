@@ -453,3 +453,48 @@ func TestRelay_LingerAboveARateNotReachedClaimsAtOnce(t *testing.T) {
 		return b.get(t, m.ID).Status == outbox.StatusSent
 	})
 }
+
+// A relay stopped while it lingers marks what it published at once: the
+// message ends SENT, not released to be sent again, and Stop does not wait
+// out the linger.
+func TestRelay_StopDuringLingerMarksWhatWasSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &fakeSink{}
+	cfg := fastConfig(b, s)
+	cfg.Workers = 1
+	cfg.Linger = 2 * time.Second
+	cfg.Logger = testLogger(t)
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := msg("SL-1", 1)
+	m.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, m)
+	eventually(t, 10*time.Second, "the message was published", func() bool {
+		calls, _ := s.snapshot()
+		return calls == 1
+	})
+	if st := b.get(t, m.ID).Status; st != outbox.StatusInFlight {
+		t.Fatalf("status %s right after the publish; want IN_FLIGHT while the relay lingers", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopStart := time.Now()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if d := time.Since(stopStart); d >= cfg.Linger {
+		t.Fatalf("Stop took %v: it waited out the %v linger", d, cfg.Linger)
+	}
+	if st := b.get(t, m.ID).Status; st != outbox.StatusSent {
+		t.Fatalf("status %s after Stop; want SENT (published before the stop)", st)
+	}
+	if calls, _ := s.snapshot(); calls != 1 {
+		t.Fatalf("%d publishes; want 1", calls)
+	}
+}

@@ -380,3 +380,35 @@ func TestClaim_NoSentMessageNoSeed(t *testing.T) {
 		t.Fatalf("claimed %d; want the one message", len(c.Records))
 	}
 }
+
+// A seeding that fails (here: its context is already over) leaves the
+// floor unknown and lets the next claim seed again; claims meanwhile scan
+// from seq 0.
+func TestSeedFloor_FailureLeavesTheFloorToSeedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, time.Hour)
+	f.enqueue()
+	if ids := f.claimAndMark(); len(ids) != 1 {
+		t.Fatalf("claimed %d; want 1", len(ids))
+	}
+	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.floor.needsSeed(time.Hour) {
+		t.Fatal("a new Store does not want its floor seeded")
+	}
+	done, cancel := context.WithCancel(f.ctx)
+	cancel()
+	s.seedFloor(done)
+	if s.floor.seq != 0 || s.floor.seeded {
+		t.Fatalf("after a failed seeding: floor %d, seeded %v; want 0, false", s.floor.seq, s.floor.seeded)
+	}
+	if !s.floor.needsSeed(time.Hour) {
+		t.Fatal("after a failed seeding the next claim does not seed again")
+	}
+	s.seedFloor(f.ctx)
+	if s.floor.seq == 0 || !s.floor.seeded {
+		t.Fatalf("after a seeding that worked: floor %d, seeded %v", s.floor.seq, s.floor.seeded)
+	}
+}
