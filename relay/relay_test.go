@@ -398,20 +398,10 @@ func TestRelay_LingerGathersMessagesIntoOneBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := &fakeSink{}
-	cfg := fastConfig(b, s)
-	cfg.Workers = 1
-	cfg.Linger = 2 * time.Second
-	startRelay(t, cfg)
-
-	first := msg("L-0", 0)
-	first.ID = uuid.Must(uuid.NewV7())
-	b.enqueue(t, first)
-	eventually(t, 10*time.Second, "the first message was published", func() bool {
-		calls, _ := s.snapshot()
-		return calls == 1
-	})
+	startRelay(t, lingerConfig(b, s))
+	first := publishOne(t, b, s, "L-0")
 	// The relay lingers now, before marking the first message.
-	if st := b.get(t, first.ID).Status; st != outbox.StatusInFlight {
+	if st := b.get(t, first).Status; st != outbox.StatusInFlight {
 		t.Fatalf("first message %s right after its publish; want IN_FLIGHT while the relay lingers", st)
 	}
 	const n = 10
@@ -426,7 +416,7 @@ func TestRelay_LingerGathersMessagesIntoOneBatch(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("%d publishes for 1 + %d messages; want 2 (the %d enqueued while the relay lingered in one)", calls, n, n)
 	}
-	if st := b.get(t, first.ID).Status; st != outbox.StatusSent {
+	if st := b.get(t, first).Status; st != outbox.StatusSent {
 		t.Fatalf("first message %s; want SENT after the linger", st)
 	}
 }
@@ -437,20 +427,12 @@ func TestRelay_LingerAboveARateNotReachedClaimsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := &fakeSink{}
-	cfg := fastConfig(b, s)
-	cfg.Workers = 1
-	cfg.Linger = 2 * time.Second
+	cfg := lingerConfig(b, s)
 	cfg.LingerAbove = 1e9
 	startRelay(t, cfg)
-	m := msg("LA-1", 1)
-	m.ID = uuid.Must(uuid.NewV7())
-	b.enqueue(t, m)
-	eventually(t, 10*time.Second, "the message was published", func() bool {
-		calls, _ := s.snapshot()
-		return calls == 1
-	})
+	id := publishOne(t, b, s, "LA-1")
 	eventually(t, time.Second, "the message marked SENT well before the linger would have ended", func() bool {
-		return b.get(t, m.ID).Status == outbox.StatusSent
+		return b.get(t, id).Status == outbox.StatusSent
 	})
 }
 
@@ -461,9 +443,7 @@ func TestRelay_StopDuringLingerMarksWhatWasSent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := &fakeSink{}
-	cfg := fastConfig(b, s)
-	cfg.Workers = 1
-	cfg.Linger = 2 * time.Second
+	cfg := lingerConfig(b, s)
 	cfg.Logger = testLogger(t)
 	r, err := relay.New(cfg)
 	if err != nil {
@@ -472,14 +452,8 @@ func TestRelay_StopDuringLingerMarksWhatWasSent(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	m := msg("SL-1", 1)
-	m.ID = uuid.Must(uuid.NewV7())
-	b.enqueue(t, m)
-	eventually(t, 10*time.Second, "the message was published", func() bool {
-		calls, _ := s.snapshot()
-		return calls == 1
-	})
-	if st := b.get(t, m.ID).Status; st != outbox.StatusInFlight {
+	id := publishOne(t, b, s, "SL-1")
+	if st := b.get(t, id).Status; st != outbox.StatusInFlight {
 		t.Fatalf("status %s right after the publish; want IN_FLIGHT while the relay lingers", st)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -491,10 +465,32 @@ func TestRelay_StopDuringLingerMarksWhatWasSent(t *testing.T) {
 	if d := time.Since(stopStart); d >= cfg.Linger {
 		t.Fatalf("Stop took %v: it waited out the %v linger", d, cfg.Linger)
 	}
-	if st := b.get(t, m.ID).Status; st != outbox.StatusSent {
+	if st := b.get(t, id).Status; st != outbox.StatusSent {
 		t.Fatalf("status %s after Stop; want SENT (published before the stop)", st)
 	}
 	if calls, _ := s.snapshot(); calls != 1 {
 		t.Fatalf("%d publishes; want 1", calls)
 	}
+}
+
+// lingerConfig is fastConfig with one worker that lingers 2 s.
+func lingerConfig(b *bundle, s *fakeSink) relay.Config {
+	cfg := fastConfig(b, s)
+	cfg.Workers = 1
+	cfg.Linger = 2 * time.Second
+	return cfg
+}
+
+// publishOne enqueues one message of aggregate aggID and waits for the
+// sink's first publish; it returns the message's id.
+func publishOne(t *testing.T, b *bundle, s *fakeSink, aggID string) uuid.UUID {
+	t.Helper()
+	m := msg(aggID, 0)
+	m.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, m)
+	eventually(t, 10*time.Second, "the first message was published", func() bool {
+		calls, _ := s.snapshot()
+		return calls == 1
+	})
+	return m.ID
 }

@@ -1,11 +1,13 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 )
@@ -31,28 +33,14 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	b.enqueue(t, pending...)
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	rows, err := b.pool.Query(ctx, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0))
-	if err != nil {
-		t.Fatal(err)
+	plan := explain(t, b.pool, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0))
+	if !strings.Contains(plan, "outbox_messages_due") {
+		t.Errorf("claim plan does not use outbox_messages_due:\n%s", plan)
 	}
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
+	if strings.Contains(plan, "Seq Scan") {
+		t.Errorf("claim plan scans the table sequentially:\n%s", plan)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan.String(), "outbox_messages_due") {
-		t.Errorf("claim plan does not use outbox_messages_due:\n%s", plan.String())
-	}
-	if strings.Contains(plan.String(), "Seq Scan") {
-		t.Errorf("claim plan scans the table sequentially:\n%s", plan.String())
-	}
-	t.Logf("claim plan:\n%s", plan.String())
+	t.Logf("claim plan:\n%s", plan)
 }
 
 // The claim-floor query (in every claim's round trip) looks for the lowest
@@ -85,22 +73,24 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.store.ClaimFloorSQL(), int64(100))
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.store.ClaimFloorSQL(), int64(100))
+	if strings.Contains(plan, "Materialize") || !strings.Contains(plan, "SubPlan") {
+		t.Errorf("the dead-letter check is not a probe per candidate:\n%s", plan)
+	}
+}
+
+// explain runs an EXPLAIN statement on q and returns the plan's text.
+func explain(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(testCtx(t), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(plan.String(), "Materialize") || !strings.Contains(plan.String(), "SubPlan") {
-		t.Errorf("the dead-letter check is not a probe per candidate:\n%s", plan.String())
-	}
+	return strings.Join(lines, "\n") + "\n"
 }
