@@ -89,7 +89,7 @@ func newEnvPartitioned(t testing.TB, bcfg broker.Config, p pgstore.Partitioning)
 	}
 	// Runs after every relay of the test stopped (cleanups run last-in
 	// first-out) and before the schema is dropped.
-	t.Cleanup(func() { dropSlot(t, pool, cdc.DefaultSlot(schema)) })
+	t.Cleanup(func() { dropSlot(t, pool, schema) })
 	bcfg.Listen = "127.0.0.1:0"
 	if bcfg.Logger == nil {
 		bcfg.Logger = slog.New(slog.DiscardHandler)
@@ -102,26 +102,13 @@ func newEnvPartitioned(t testing.TB, bcfg broker.Config, p pgstore.Partitioning)
 	return &env{t: t, pool: pool, schema: schema, store: st, broker: b, topic: "cdc." + schema}
 }
 
-// dropSlot drops the test's slot, once no relay streams from it, and its
-// publication.
-func dropSlot(t testing.TB, pool *pgxpool.Pool, slot string) {
+// dropSlot removes the test's slot, once no relay streams from it, its
+// publication and its registry row (cdc.Remove).
+func dropSlot(t testing.TB, pool *pgxpool.Pool, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		var active bool
-		err := pool.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		if err == pgx.ErrNoRows {
-			break
-		}
-		if err == nil && !active {
-			if _, err := pool.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err == nil {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize()); err != nil {
-		t.Logf("drop publication %s: %v", slot, err)
+	if err := cdc.Remove(ctx, pool, schema, "", ""); err != nil {
+		t.Logf("remove the CDC slot of %s: %v", schema, err)
 	}
 }
 

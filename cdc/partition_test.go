@@ -345,15 +345,8 @@ func TestPartitioned_ConvertATableTheRelayRanOn(t *testing.T) {
 	if err := part.Migrate(ctx); !errors.Is(err, pgstore.ErrPartitioning) {
 		t.Fatalf("Migrate with Partitioning while the publication holds the table = %v, want ErrPartitioning", err)
 	}
-	slot := cdc.DefaultSlot(e.schema)
-	for _, q := range []string{
-		"SELECT pg_drop_replication_slot('" + slot + "')",
-		"DROP PUBLICATION " + pgx.Identifier{slot}.Sanitize(),
-		"DELETE FROM outbox_cdc_slots WHERE slot_name = '" + slot + "'",
-	} {
-		if _, err := e.pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+	if err := cdc.Remove(ctx, e.pool, e.schema, "", ""); err != nil {
+		t.Fatalf("Remove: %v", err)
 	}
 	if err := part.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate with Partitioning: %v", err)

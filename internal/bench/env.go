@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -250,60 +249,47 @@ func (r *runner) startServing(ctx context.Context, s *scenario, id string, hooks
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- rl.Run(runCtx) }()
-	// The relay is ready once its slot exists: writes before that would
-	// not be in the stream.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := r.admin.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", cfg.Slot).Scan(&n); err == nil && n > 0 {
-			break
-		}
-		select {
-		case err := <-done:
-			cancel()
-			snk.Close()
-			pool.Close()
-			r.dropSlot(cfg.Slot, cfg.Publication)
-			return nil, fmt.Errorf("cdc relay %s: %w", id, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			snk.Close()
-			pool.Close()
-			r.dropSlot(cfg.Slot, cfg.Publication)
-			return nil, fmt.Errorf("cdc relay %s: slot %s not active after 30 s", id, cfg.Slot)
-		}
-	}
 	stop := func() {
 		cancel()
 		<-done
-		r.dropSlot(cfg.Slot, cfg.Publication)
+		rctx, rcancel := cleanupCtx()
+		defer rcancel()
+		if err := cdc.Remove(rctx, r.admin, s.schema, cfg.Slot, cfg.Publication); err != nil {
+			r.cfg.Logger.Warn("bench: remove the CDC slot", "slot", cfg.Slot, "error", err)
+		}
+	}
+	// The relay is ready once its slot is active: writes before that would
+	// not be in the stream.
+	if err := r.waitSlotActive(ctx, cfg.Slot, done); err != nil {
+		stop()
+		snk.Close()
+		pool.Close()
+		return nil, fmt.Errorf("cdc relay %s: %w", id, err)
 	}
 	return &relayRun{stopCDC: stop, pool: pool, sink: snk}, nil
 }
 
-// dropSlot drops a stopped CDC relay's replication slot (once its
-// walsender let go of it) and its publication.
-func (r *runner) dropSlot(slot, publication string) {
-	ctx, cancel := cleanupCtx()
-	defer cancel()
-	for ctx.Err() == nil {
+// waitSlotActive waits up to 30 s until a walsender streams from slot, or
+// the relay whose Run reports to done has ended.
+func (r *runner) waitSlotActive(ctx context.Context, slot string, done chan error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		var active bool
-		err := r.admin.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		if errors.Is(err, pgx.ErrNoRows) {
-			break
+		err := r.admin.QueryRow(ctx, "SELECT count(*) > 0 FROM pg_replication_slots WHERE slot_name = $1 AND active", slot).Scan(&active)
+		if err == nil && active {
+			return nil
 		}
-		if err == nil && !active {
-			if _, err := r.admin.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err == nil {
-				break
-			}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slot %s not active after 30 s", slot)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := r.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{publication}.Sanitize()); err != nil {
-		r.cfg.Logger.Warn("bench: drop publication", "publication", publication, "error", err)
+		select {
+		case err := <-done:
+			done <- err // for stop
+			return fmt.Errorf("stopped before streaming: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
