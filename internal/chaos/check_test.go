@@ -232,3 +232,40 @@ func TestConfig_BadFieldNamed(t *testing.T) {
 		}
 	}
 }
+
+// During a broker outage every relay that claims an event may leave a copy
+// in its producer: more copies than MaxCopies pass if all the extra ones
+// were produced inside the outage's window, up to OutageMaxCopies; the same
+// number inside another fault's window, or more than OutageMaxCopies, fail.
+func TestCheck_CopiesOfABrokerOutage_HaveTheirOwnBound(t *testing.T) {
+	withCopies := func(kind, target string, n int) Verdict {
+		obs, b := healthy()
+		b.OutageMaxCopies = 6
+		obs.Faults = []FaultWindow{{Kind: kind, Target: target, Start: t0.Add(10 * time.Second), End: t0.Add(20 * time.Second)}}
+		for i := range n - 1 {
+			c := obs.Records[1]
+			c.Offset, c.Timestamp = int64(2+i), t0.Add(time.Duration(11+i)*time.Second)
+			obs.Records = append(obs.Records, c)
+		}
+		return Check(obs, b)
+	}
+	for _, c := range []struct {
+		kind, target string
+		copies       int
+		pass         bool
+	}{
+		{FaultBrokerStop, "broker", 5, true},
+		{FaultLinkBlackhole, "broker", 6, true},
+		{FaultBrokerStop, "broker", 7, false},
+		{FaultRelayKill, "relay-1", 5, false},
+		{FaultLinkBlackhole, "pg-relay-1", 5, false},
+	} {
+		v := withCopies(c.kind, c.target, c.copies)
+		if v.Pass != c.pass {
+			t.Errorf("%d copies inside a %s window on %s: %s %v; want pass %v", c.copies, c.kind, c.target, v.Result(), v.Violations, c.pass)
+		}
+		if !c.pass && len(v.Violations[InvDuplicates]) == 0 {
+			t.Errorf("%d copies inside a %s window on %s failed, but not %s: %v", c.copies, c.kind, c.target, InvDuplicates, v.Violations)
+		}
+	}
+}
