@@ -141,6 +141,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	go func() {
 		workers.Wait()
 		r.sendStop()
+		r.resign()
 		close(r.done)
 		wg.Wait()
 	}()
@@ -150,6 +151,24 @@ func (r *Relay) Start(ctx context.Context) error {
 }
 
 func (r *Relay) beginStop() { r.stopOnce.Do(func() { close(r.stopping) }) }
+
+// resignTimeout bounds the store's Resign when the relay stops.
+const resignTimeout = 5 * time.Second
+
+// resign tells a store in which one relay leads (store.Resigner) that this
+// one stops, after its workers made their last marks. A failure only means
+// that another relay takes over when the lead's lease expires.
+func (r *Relay) resign() {
+	rs, ok := r.cfg.Store.(store.Resigner)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	if err := rs.Resign(ctx); err != nil {
+		r.log.Warn("resign failed; another relay takes over when the lease expires", slog.Any("error", err))
+	}
+}
 
 // Stop stops claiming, waits up to Config.ShutdownTimeout for the acks of
 // batches in flight (marking them), then cancels what is left and releases

@@ -113,3 +113,12 @@ type MarkClaimer interface {
 	// again when its lease expires, as with Claim).
 	MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p ClaimParams) (int64, Claim, error)
 }
+
+// Resigner is implemented by stores in which one relay at a time leads
+// (pgstore in cursor mode: the leader reads the outbox like a log). The
+// relay calls Resign once when it stops, after its last mark, so that the
+// store saves its progress and another relay can take over at once instead
+// of after a lease. A store that does not lead does nothing.
+type Resigner interface {
+	Resign(ctx context.Context) error
+}

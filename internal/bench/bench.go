@@ -90,7 +90,7 @@ func settingsOf(c Config) Settings {
 		PollIntervalMs: float64(c.Relay.PollInterval) / float64(time.Millisecond), Topic: c.Topic,
 		VacuumEverySeconds: c.VacuumEvery.Seconds(),
 		LingerMs:           float64(c.Relay.Linger) / float64(time.Millisecond), Mode: c.Mode,
-		LingerAbove: c.Relay.LingerAbove,
+		LingerAbove: c.Relay.LingerAbove, Cursor: c.Cursor,
 	}
 }
 

@@ -161,6 +161,13 @@ type Config struct {
 	// whatever the mode. Defaults to ModePolling.
 	Mode Mode
 
+	// Cursor runs every phase on outboxes in cursor mode
+	// (pgstore.EnableCursor): relays lead a cursor over QUEUED messages
+	// instead of claiming and marking each one, and the database-only
+	// ceiling is the cursor's own read-and-acknowledge loop. Needs Mode
+	// polling. Defaults to false: claim mode.
+	Cursor bool
+
 	// RelayBinary is the path of an outbox binary. The memory phase runs
 	// "RelayBinary relay ..." as a child process and reads its peak
 	// resident memory (VmHWM, Linux). Defaults to "": the memory phase is
@@ -288,6 +295,8 @@ func (c Config) validate() error {
 		return bad("StallTimeout", "must be at least 1s", c.StallTimeout)
 	case !slices.Contains(AllModes, c.Mode):
 		return bad("Mode", "must be one of "+modeList(), c.Mode)
+	case c.Cursor && c.Mode != ModePolling:
+		return bad("Cursor", "needs Mode "+string(ModePolling)+" (the CDC relay reads PENDING inserts)", c.Mode)
 	case c.Relay.BatchSize < 1:
 		return bad("Relay.BatchSize", "must be at least 1", c.Relay.BatchSize)
 	case c.Relay.Workers < 1:

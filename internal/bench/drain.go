@@ -88,6 +88,11 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// As a relay does when it stops: in cursor mode the store saves its
+	// position (in claim mode nothing happens).
+	if err := s.store.Resign(ctx); err != nil {
+		return 0, err
+	}
 	if err := s.checkAllSent(ctx, want); err != nil {
 		return 0, err
 	}

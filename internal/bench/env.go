@@ -45,6 +45,9 @@ func (r *runner) newScenario(ctx context.Context, tag string, poolSize int32) (*
 		s.store = st
 		err = st.Migrate(ctx)
 	}
+	if err == nil && r.cfg.Cursor {
+		err = st.EnableCursor(ctx)
+	}
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("set up schema %s: %w", schema, err)
@@ -185,8 +188,25 @@ func (s *scenario) unsent(ctx context.Context) (int64, error) {
 
 // checkAllSent fails unless the want messages of a drain are all sent: no
 // message is left in any other status, and at most want are SENT (a store
-// that deletes sent messages keeps none).
+// that deletes sent messages keeps none). In cursor mode the cursor's saved
+// position may lag the acks by its save interval, so it looks again for a
+// few seconds before it fails.
 func (s *scenario) checkAllSent(ctx context.Context, want int64) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := s.checkAllSentOnce(ctx, want)
+		if err == nil || !s.r.cfg.Cursor || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *scenario) checkAllSentOnce(ctx context.Context, want int64) error {
 	rows, err := s.pool.Query(ctx, s.sql("status_counts.sql"))
 	if err != nil {
 		return fmt.Errorf("status counts: %w", err)

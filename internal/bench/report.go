@@ -66,6 +66,8 @@ type Settings struct {
 	LingerAbove       float64 `json:"lingerAbove"`
 	// Mode is the relay of the steady and latency phases.
 	Mode Mode `json:"mode"`
+	// Cursor: every phase ran on outboxes in cursor mode.
+	Cursor bool `json:"cursor"`
 	// VacuumEverySeconds is Config.VacuumEvery; 0 when off.
 	VacuumEverySeconds float64 `json:"vacuumEverySeconds"`
 	Topic              string  `json:"topic"`

@@ -31,7 +31,11 @@ func WriteText(w io.Writer, rep Report) error {
 	if st.LingerMs > 0 && st.LingerAbove > 0 {
 		linger += " above " + human(st.LingerAbove) + " msg/s"
 	}
-	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), linger)
+	store := "claim mode (claim and mark each message)"
+	if st.Cursor {
+		store = "cursor mode (one leader reads QUEUED messages in seq order)"
+	}
+	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s; %s", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), linger, store)
 	if st.Mode != "" && st.Mode != ModePolling {
 		p("mode\t%s: the steady and latency phases run the CDC relay (package cdc, defaults); the other phases the polling relay", st.Mode)
 	}

@@ -37,6 +37,7 @@ type benchFlags struct {
 	vacuumEvery  time.Duration
 	cpuProfile   string
 	mode         string
+	cursor       bool
 }
 
 func newBenchCommand(a *app) *cobra.Command {
@@ -102,6 +103,7 @@ machine; the report records the load average before and after.`,
 	fs.StringVar(&bf.relayBinary, "relay-binary", "", "outbox `binary` run as the relay process of the memory phase (default: this binary)")
 	fs.DurationVar(&bf.stallTimeout, "stall-timeout", bench.DefaultStallTimeout, "fail a phase that makes no progress for this long")
 	fs.DurationVar(&bf.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the outbox table at this interval while writers run, as autovacuum would (default: never; use it on a server with autovacuum off)")
+	fs.BoolVar(&bf.cursor, "cursor", false, "run every phase on outboxes in cursor mode (pgstore.EnableCursor): the relay leads a cursor over the outbox instead of claiming and marking each message")
 	fs.StringVar(&bf.mode, "mode", string(bench.ModePolling), "`relay` serving the steady and latency phases: polling, cdc (write-ahead log, marks SENT) or cdc-delete (deletes sent rows); the CDC modes need wal_level=logical")
 	fs.StringVar(&bf.cpuProfile, "cpu-profile", "", "write a CPU profile of the bench's process (relays, embedded broker, writers) to `file`, for go tool pprof")
 	addRelayFlags(fs, &rf)
@@ -144,6 +146,7 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		StallTimeout: bf.stallTimeout,
 		VacuumEvery:  bf.vacuumEvery,
 		Mode:         bench.Mode(bf.mode),
+		Cursor:       bf.cursor,
 		Progress:     a.stderr,
 		Logger:       relayLog,
 	}

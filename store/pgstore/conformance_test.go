@@ -48,3 +48,31 @@ func harness(b *bundle) storetest.Harness {
 		Concurrent:  true,
 	}
 }
+
+// TestConformanceCursor runs the suite on an outbox in cursor mode
+// (EnableCursor): the store leads the cursor and claims from its window.
+func TestConformanceCursor(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		// Saving the position with every mark, so that Get shows a sent
+		// message SENT at once.
+		h := harness(setupCursor(t, pgstore.Config{CursorSaveInterval: -1}))
+		h.ClaimsInMemory = true
+		return h
+	})
+}
+
+// setupCursor is setup with cfg, in cursor mode.
+func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
+	t.Helper()
+	b := setup(t)
+	cfg.Schema = b.schema
+	s, err := pgstore.New(b.pool, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := s.EnableCursor(testCtx(t)); err != nil {
+		t.Fatalf("EnableCursor: %v", err)
+	}
+	b.store = s
+	return b
+}

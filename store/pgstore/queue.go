@@ -77,8 +77,15 @@ func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []in
 // markAndClaim sends one pgx batch: the relay's session settings, the mark
 // of seqs (if any), and the claim floor query and the claim (if p is not
 // nil). A batch is one round trip and runs in one implicit transaction,
-// committed at its end.
+// committed at its end. In cursor mode it is cursorTrip.
 func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
+	m, err := s.detectMode(ctx)
+	if err != nil {
+		return 0, store.Claim{}, err
+	}
+	if m == modeCursor {
+		return s.cursorTrip(ctx, token, seqs, p)
+	}
 	var c store.Claim
 	claiming := p != nil
 	if claiming {
@@ -99,76 +106,79 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	pause := marking && failpoint.Enabled && failpoint.Armed(markSentFailpoint)
 
 	b := s.relayBatch()
+	var marked int64
 	if marking {
-		b.Queue(s.q.markSent, seqs, token)
+		b.Queue(s.q.markSent, seqs, token).Exec(func(tag pgconn.CommandTag) error {
+			marked = tag.RowsAffected()
+			return nil
+		})
 		if pause {
 			b.Queue(s.q.failpointWatch)
 			b.Queue(s.q.failpointPause)
 		}
 	}
-	var scan claimScan
+	var scan *claimScan
 	if claiming {
-		if s.floor.needsSeed(s.fullClaimInterval()) {
-			s.seedFloor(ctx)
-		}
-		scan = s.floor.begin(s.fullClaimInterval())
-		if scan.probe {
-			go s.probeBelowFloor(scan)
-		}
-		b.Queue(s.q.claimFloor, scan.from)
-		b.Queue(s.q.claim, p.Limit, p.Owner, c.Token, p.Lease.Milliseconds(), scan.from)
+		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records)
+	}
+	// Now and then, whether cursor mode was turned on (EnableCursor): the
+	// next claim then follows it.
+	checking := claiming && s.cursor.claimModeCheckDue()
+	var active bool
+	if checking {
+		b.Queue(s.q.cursorState, p.Owner, uuid.Nil, int64(1), false).QueryRow(func(row pgx.Row) error {
+			var won *int64
+			return row.Scan(&active, &won)
+		})
 	}
 	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
 	if pause {
 		// The batch is on the wire: the server runs the UPDATE and then
 		// pauses before the commit. A crash test kills the process now.
 		failpoint.Announce(markSentFailpoint)
 	}
-	if _, err := br.Exec(); err != nil {
-		return 0, c, fmt.Errorf("session settings: %w", err)
-	}
-	var marked int64
-	if marking {
-		tag, err := br.Exec()
-		if err != nil {
-			return 0, c, fmt.Errorf("mark: %w", err)
-		}
-		marked = tag.RowsAffected()
-		if pause {
-			for range 2 {
-				if _, err := br.Exec(); err != nil {
-					return 0, c, fmt.Errorf("failpoint pause: %w", err)
-				}
-			}
-		}
-	}
-	if claiming {
-		var low, top *int64
-		if err := br.QueryRow().Scan(&low, &top); err != nil {
-			return 0, c, fmt.Errorf("claim floor: %w", err)
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return 0, c, err
-		}
-		recs, err := pgx.CollectRows(rows, scanRecord)
-		if err != nil {
-			return 0, c, err
-		}
-		slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-		c.Records = recs
-		scan.low, scan.top = low, top
-	}
 	// The transaction commits at the batch's end: only then do the results
 	// count.
 	if err := br.Close(); err != nil {
-		return 0, store.Claim{}, fmt.Errorf("commit: %w", err)
+		return 0, store.Claim{}, err
 	}
 	if claiming {
-		s.floor.end(scan)
+		s.floor.end(*scan)
+	}
+	if checking {
+		s.cursor.claimModeChecked(active)
 	}
 	return marked, c, nil
+}
+
+// queueClaim queues the claim floor query and the claim (claim mode's, or
+// the table path's in cursor mode) with token, and returns the floor scan
+// to end once the batch committed. The claimed records land in recs, in seq
+// order.
+func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record) *claimScan {
+	if s.floor.needsSeed(s.fullClaimInterval()) {
+		s.seedFloor(ctx)
+	}
+	sc := new(claimScan)
+	*sc = s.floor.begin(s.fullClaimInterval())
+	if sc.probe {
+		go s.probeBelowFloor(*sc)
+	}
+	b.Queue(s.q.claimFloor, sc.from).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
+	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from).Query(func(rows pgx.Rows) error {
+		got, err := pgx.CollectRows(rows, scanRecord)
+		if err != nil {
+			return err
+		}
+		sortBySeq(got)
+		*recs = got
+		return nil
+	})
+	return sc
+}
+
+func sortBySeq(recs []outbox.Record) {
+	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
 }
 
 // relayBatch returns a batch that starts with the relay's session settings
@@ -397,47 +407,78 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 	if len(failures) == 0 {
 		return 0, nil
 	}
-	last := make(map[int64]int, len(failures))
-	for i, f := range failures {
-		last[f.Seq] = i
-	}
-	n := len(last)
-	var (
-		seqs    = make([]int64, 0, n)
-		errs    = make([]string, 0, n)
-		delays  = make([]int64, 0, n)
-		counts  = make([]bool, 0, n)
-		deads   = make([]bool, 0, n)
-		visited = make(map[int64]bool, n)
-	)
-	for i := len(failures) - 1; i >= 0; i-- {
-		f := failures[i]
-		if visited[f.Seq] {
-			continue
+	f := newFailureArgs(failures)
+	if s.cursor.inCursorMode() {
+		n, err := s.cursorMarkFailed(ctx, token, f)
+		if err != nil {
+			return 0, fmt.Errorf("pgstore: mark failed: %w", err)
 		}
-		visited[f.Seq] = true
-		seqs = append(seqs, f.Seq)
-		errs = append(errs, cleanError(f.Error))
-		delays = append(delays, max(f.Delay, 0).Milliseconds())
-		counts = append(counts, f.CountAttempt)
-		deads = append(deads, f.Dead)
+		return n, nil
 	}
 	var changed int64
 	b := s.relayBatch()
-	b.Queue(s.q.markFailed, token, seqs, errs, delays, counts, deads).QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
+	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, (*uuid.UUID)(nil)).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, fmt.Errorf("pgstore: mark failed: %w", err)
 	}
 	return changed, nil
 }
 
+// failureArgs are the column arrays of mark_failed.sql: one element per
+// message, the last Failure of a seq winning.
+type failureArgs struct {
+	seqs   []int64
+	errs   []string
+	delays []int64
+	counts []bool
+	deads  []bool
+	queued []bool // a cursor message (cursor mode); false for claimed ones
+}
+
+func newFailureArgs(failures []store.Failure) failureArgs {
+	visited := make(map[int64]bool, len(failures))
+	var f failureArgs
+	for i := len(failures) - 1; i >= 0; i-- {
+		x := failures[i]
+		if visited[x.Seq] {
+			continue
+		}
+		visited[x.Seq] = true
+		f.seqs = append(f.seqs, x.Seq)
+		f.errs = append(f.errs, cleanError(x.Error))
+		f.delays = append(f.delays, max(x.Delay, 0).Milliseconds())
+		f.counts = append(f.counts, x.CountAttempt)
+		f.deads = append(f.deads, x.Dead)
+		f.queued = append(f.queued, false)
+	}
+	return f
+}
+
 // Release gives the messages back, due at once and without counting an
 // attempt (PENDING, or FAILED if they had failed before), if they are still
-// IN_FLIGHT under token. It returns how many it changed.
+// IN_FLIGHT under token. It returns how many it changed. In cursor mode a
+// cursor message goes back to the leader's window instead.
 func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	if len(seqs) == 0 {
 		return 0, nil
 	}
+	if s.cursor.inCursorMode() {
+		n, err := s.cursorRelease(ctx, token, seqs)
+		if err != nil {
+			return n, fmt.Errorf("pgstore: release: %w", err)
+		}
+		return n, nil
+	}
+	n, err := s.releaseTable(ctx, token, seqs)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: release: %w", err)
+	}
+	return n, nil
+}
+
+// releaseTable releases claimed messages in the table (release.sql).
+func (s *Store) releaseTable(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	var released int64
 	b := s.relayBatch()
 	b.Queue(s.q.release, seqs, token).Exec(func(tag pgconn.CommandTag) error {
@@ -445,7 +486,7 @@ func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int
 		return nil
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("pgstore: release: %w", err)
+		return 0, err
 	}
 	return released, nil
 }

@@ -72,6 +72,20 @@ type Config struct {
 	// deleting rows (package ops, "outbox cleanup --partitions"). Defaults
 	// to the zero Partitioning: a plain table.
 	Partitioning Partitioning
+	// CursorSaveInterval is how often, in cursor mode ([EnableCursor]), the
+	// leading relay saves its position while it moves. A leader that stops
+	// without resigning (a crash) leaves the position of its last save, and
+	// the next leader publishes again what was acknowledged after it:
+	// about this interval's worth of messages. Saving is one small UPDATE
+	// in the round trip of a read. Defaults to
+	// [DefaultCursorSaveInterval]; a negative value saves in every
+	// MarkSent, a round trip each (exact Get, more database work).
+	CursorSaveInterval time.Duration
+	// CursorReadAhead bounds, in cursor mode, the messages the leading
+	// relay holds in memory: read and not yet acknowledged, including those
+	// waiting for an earlier message of their aggregate. Defaults to
+	// [DefaultCursorReadAhead].
+	CursorReadAhead int
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -97,6 +111,9 @@ func (c Config) validate() error {
 	if err := c.Partitioning.validate(); err != nil {
 		return err
 	}
+	if c.CursorReadAhead < 0 {
+		return fmt.Errorf("%w: CursorReadAhead %d must not be negative", ErrInvalidConfig, c.CursorReadAhead)
+	}
 	if c.Limits.MaxPayloadBytes < 0 {
 		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
 	}
@@ -109,7 +126,8 @@ type Store struct {
 	cfg     Config
 	channel string // the NOTIFY channel, "outbox_" + schema
 	q       queries
-	floor   claimFloor // where claims start their scan (queue.go)
+	floor   claimFloor  // where claims start their scan (queue.go)
+	cursor  cursorState // cursor mode (cursor.go)
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []Migration
 }
@@ -119,6 +137,7 @@ var (
 	_ store.Queue       = (*Store)(nil)
 	_ store.Notifier    = (*Store)(nil)
 	_ store.MarkClaimer = (*Store)(nil)
+	_ store.Resigner    = (*Store)(nil)
 )
 
 // queries are the rendered SQL texts, with the schema filled in.
@@ -127,6 +146,9 @@ type queries struct {
 	idle, busy                                                 string
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
+	// Cursor mode (cursor.go).
+	cursorRead, cursorState, cursorSave, cursorResign, cursorTable string
+	cursorCheck, cursorEnable, cursorDisable, cursorUnqueue        string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -164,6 +186,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.seedFloor, "seed_floor.sql"},
 		{&s.q.failpointWatch, "failpoint_watch.sql"},
 		{&s.q.failpointPause, "failpoint_pause.sql"},
+		{&s.q.cursorRead, "cursor_read.sql"},
+		{&s.q.cursorState, "cursor_state.sql"},
+		{&s.q.cursorSave, "cursor_save.sql"},
+		{&s.q.cursorResign, "cursor_resign.sql"},
+		{&s.q.cursorTable, "cursor_table.sql"},
+		{&s.q.cursorCheck, "cursor_check.sql"},
+		{&s.q.cursorEnable, "cursor_enable.sql"},
+		{&s.q.cursorDisable, "cursor_disable.sql"},
+		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
 		{&s.q.migrateSetup, "migrate_setup.sql"},
 		{&s.q.migrateApplied, "migrate_applied.sql"},
@@ -175,6 +206,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		}
 		*f.dst = s.render(string(b))
 	}
+	cols, err := queryFiles.ReadFile("queries/cursor_columns.sql")
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read embedded cursor_columns.sql: %w", err)
+	}
+	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", s.render(string(cols)))
 	s.migrations = Migrations()
 	for i := range s.migrations {
 		s.migrations[i].SQL = s.render(s.migrations[i].SQL)

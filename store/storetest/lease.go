@@ -35,11 +35,13 @@ func testLeaseExpiredIsReclaimedWithNewToken(t *testing.T, s *suite) {
 	if second.Token == first.Token {
 		t.Error("the takeover reused the old token")
 	}
-	got := s.get(t, m.ID)
-	if got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay-B" || got.Attempts != 0 {
-		t.Errorf("after takeover: %+v; want IN_FLIGHT, owner relay-B, no attempt counted", got)
+	if got := s.assertStoredClaimed(t, "after takeover", m.ID, "relay-B", time.Time{}); got.Attempts != 0 {
+		t.Errorf("after takeover: %d attempts, want none counted", got.Attempts)
 	}
-	assertNear(t, "LeaseExpiresAt after takeover", got.LeaseExpiresAt, took.Add(time.Hour))
+	if r := second.Records[0]; r.LeaseOwner != "relay-B" || r.Status != outbox.StatusInFlight {
+		t.Errorf("taken over record: %+v; want IN_FLIGHT, owner relay-B", r)
+	}
+	assertNear(t, "LeaseExpiresAt after takeover", second.Records[0].LeaseExpiresAt, took.Add(time.Hour))
 }
 
 func testFencingOldTokenChangesNothingAfterTakeover(t *testing.T, s *suite) {
@@ -52,11 +54,12 @@ func testFencingOldTokenChangesNothingAfterTakeover(t *testing.T, s *suite) {
 	s.markSent(t, a.Token, seq, 0)
 	s.markFailed(t, a.Token, 0, store.Failure{Seq: seq[0], Error: "x", CountAttempt: true, Dead: true})
 	s.release(t, a.Token, seq, 0)
-	got := s.get(t, m.ID)
-	if got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay-B" || !got.LeaseExpiresAt.Equal(want.LeaseExpiresAt) ||
-		got.Attempts != 0 || got.LastError != "" || !got.PublishedAt.IsZero() {
+	got := s.assertStoredClaimed(t, "after the old token's calls", m.ID, "relay-B", want.LeaseExpiresAt)
+	if got.Attempts != 0 || got.LastError != "" || !got.PublishedAt.IsZero() {
 		t.Errorf("after the old token's calls: %+v; want B's lease intact", got)
 	}
+	// B's lease holds: nobody else gets the message meanwhile.
+	assertSeqs(t, "claim under B's lease", s.claimAs(t, "relay-C", 10, time.Hour).Records)
 
 	s.markSent(t, b.Token, seq, 1)
 	if got := s.get(t, m.ID); got.Status != outbox.StatusSent {
@@ -82,8 +85,8 @@ func testFencingWrongTokenChangesNothing(t *testing.T, s *suite) {
 	s.markSent(t, stranger, seq, 0)
 	s.markFailed(t, stranger, 0, store.Failure{Seq: seq[0], Error: "x", CountAttempt: true})
 	s.release(t, stranger, seq, 0)
-	if got := s.get(t, m.ID); got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay-A" || got.Attempts != 0 {
-		t.Errorf("after calls with a stranger's token: %+v; want A's lease intact", got)
+	if got := s.assertStoredClaimed(t, "after calls with a stranger's token", m.ID, "relay-A", time.Time{}); got.Attempts != 0 {
+		t.Errorf("after calls with a stranger's token: %d attempts, want A's lease intact", got.Attempts)
 	}
 	// The owner's token changes only the seqs it is given.
 	s.markSent(t, c.Token, seq, 1)
@@ -91,7 +94,7 @@ func testFencingWrongTokenChangesNothing(t *testing.T, s *suite) {
 		t.Errorf("status %s after MarkSent, want SENT", got.Status)
 	}
 	s.markSent(t, c.Token, []int64{other[0] + 1000}, 0)
-	if got := s.get(t, m2.ID); got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay-A" {
-		t.Errorf("the claim's other message: %+v; want it IN_FLIGHT under A", got)
-	}
+	s.assertStoredClaimed(t, "the claim's other message", m2.ID, "relay-A", time.Time{})
+	// Still A's: MarkSent with A's token sends it.
+	s.markSent(t, c.Token, other, 1)
 }

@@ -41,6 +41,13 @@ type Harness struct {
 	// connections). Defaults to false, which skips the concurrent-claims
 	// subtest.
 	Concurrent bool
+	// ClaimsInMemory says that the store holds the leases of claimed
+	// messages in memory rather than in its table (pgstore in cursor mode):
+	// Get then reports a claimed message as PENDING without lease fields,
+	// and a sent one as SENT without PublishedAt. The claims keep every
+	// other guarantee of the suite. Defaults to false: Get shows a claimed
+	// message IN_FLIGHT with the claim's lease.
+	ClaimsInMemory bool
 }
 
 // Timing of the suite.
@@ -140,6 +147,24 @@ func (s *suite) get(t *testing.T, id uuid.UUID) outbox.Record {
 		t.Fatalf("Get(%s): %v", id, err)
 	}
 	return r
+}
+
+// assertStoredClaimed checks what Get says of a message claimed by owner
+// until leaseEnd (zero: any time): IN_FLIGHT with the lease, or PENDING
+// without one for a store that holds its claims in memory.
+func (s *suite) assertStoredClaimed(t *testing.T, what string, id uuid.UUID, owner string, leaseEnd time.Time) outbox.Record {
+	t.Helper()
+	got := s.get(t, id)
+	if s.h.ClaimsInMemory {
+		if got.Status != outbox.StatusPending || got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() {
+			t.Errorf("%s: stored %+v; want PENDING without a lease (claims are held in memory)", what, got)
+		}
+		return got
+	}
+	if got.Status != outbox.StatusInFlight || got.LeaseOwner != owner || (!leaseEnd.IsZero() && !got.LeaseExpiresAt.Equal(leaseEnd)) {
+		t.Errorf("%s: stored %+v; want IN_FLIGHT under %s until %v", what, got, owner, leaseEnd)
+	}
+	return got
 }
 
 // assertGone checks that Get finds no message with the id.

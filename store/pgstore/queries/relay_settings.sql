@@ -28,6 +28,20 @@
 -- claim of 100 took over a second with 20,000 rows, and the relay fell
 -- behind 8 writers it should have kept up with. With sequential scans
 -- priced out, the plan is index-driven whatever the statistics say.
+--
+-- jit: the relay's statements are short, and a plan that must use a
+-- sequential scan anyway (the one row of outbox_cursor, the small
+-- outbox_idle_relays) carries enable_seqscan's penalty in its cost, far
+-- above jit_above_cost: PostgreSQL then compiled the statement, which took
+-- 100-200 ms for a single-row UPDATE on the test machine.
+--
+-- plan_cache_mode: with the two settings above the plans are index-driven
+-- whatever the statistics, so one generic plan per prepared statement
+-- serves every execution. Without it PostgreSQL may plan each execution
+-- anew (a custom plan), and planning the cursor read (cursor_read.sql) took
+-- ten times as long as running it.
 SELECT set_config('synchronous_commit', $1::text, true),
        set_config('enable_bitmapscan', 'off', true),
-       set_config('enable_seqscan', 'off', true)
+       set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true)

@@ -1,0 +1,677 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// Cursor mode
+//
+// In the default claim mode every message is claimed (an UPDATE) and
+// marked SENT (another UPDATE): two new row versions, their index entries
+// and their WAL for every message, which on a small machine cost the
+// writers a third of their throughput. In cursor mode ([EnableCursor]) the
+// outbox is read like a log: one relay, the leader, reads the QUEUED
+// messages in seq order, publishes them, and keeps its place in the single
+// row of outbox_cursor. A message's row is written only if its publish
+// fails. The rest of the contract is the same: the relay's loop, its
+// batches, retries and dead letters do not change, and Store implements
+// store.Queue in both modes.
+//
+// # Not passing a message that is still committing
+//
+// seqs are taken at INSERT but become visible at COMMIT, so a reader can
+// see seq 11 while seq 10 is still uncommitted. The leader therefore keeps
+// a window (cursorwin.go) over the seqs between its saved position and the
+// highest seq it read, with the gaps it saw there, and reads the gaps again
+// with every read. A gap is closed (its seqs will never commit: the
+// transaction rolled back, or the seq was never used) only when
+//
+//  1. a read's snapshot has an xmin at least the xmax of the snapshot in
+//     which the gap was found. Every seq of the gap was taken before that
+//     snapshot (a higher seq was already visible in it), by a transaction
+//     that had an id then, because enqueue.sql takes the transaction id
+//     before the seqs. Such a transaction was either finished then, so its
+//     rows were visible, or running, so its id was below that xmax; once
+//     xmin reached xmax, it has ended, and a read after that sees its rows
+//     if it committed.
+//  2. at least cursorGapGrace passed since the gap was found, for writers
+//     that insert rows in other ways than Enqueue (their first INSERT may
+//     take a seq a few microseconds before the transaction gets its id).
+//
+// The position only moves over handled messages and closed gaps. A long
+// transaction anywhere on the server holds xmin back, and with it the
+// saved position, but not publishing: messages are published as soon as
+// they are visible; only a restarted leader would publish again what was
+// acknowledged since the last save.
+//
+// # One leader, and the table path
+//
+// The leader holds a lease on the cursor row (its token fences every write
+// it makes, as claims are fenced), renewed when it saves its position.
+// Other relays are standbys: they take over when the lease has expired, or
+// at once when the leader resigned (relay.Relay.Stop). Any relay, leader
+// or standby, also runs the table path: the claim of claim mode, over the
+// messages that are not QUEUED (PENDING, FAILED, IN_FLIGHT, whatever was
+// in the table before cursor mode was turned on, and replayed dead
+// letters). A cursor message whose publish failed becomes FAILED (or
+// DEAD_LETTER) and enters the table path, which retries it; the later
+// messages of its aggregate follow it there as PENDING, and so does every
+// message read later while an earlier message of its aggregate is in the
+// table path. Order per aggregate holds across both paths.
+
+// Defaults of the cursor settings of Config.
+const (
+	// DefaultCursorSaveInterval is the default of Config.CursorSaveInterval.
+	DefaultCursorSaveInterval = 100 * time.Millisecond
+	// DefaultCursorReadAhead is the default of Config.CursorReadAhead.
+	DefaultCursorReadAhead = 1000
+)
+
+// minLeaderLease is the shortest lease of the cursor's leader: the claims'
+// lease (store.ClaimParams.Lease) if longer. A lead is renewed a third of
+// its lease before it ends, by the round trips that read anyway.
+const minLeaderLease = time.Second
+
+func leaderLease(claimLease time.Duration) time.Duration { return max(claimLease, minLeaderLease) }
+
+// cursorGapGrace is the shortest time a gap stays open (see above).
+const cursorGapGrace = time.Second
+
+// cursorMaxGaps bounds the gaps the leader tracks: beyond it, it reads no
+// further until some closed (a long transaction holds xmin back while many
+// seqs are rolled back).
+const cursorMaxGaps = 10000
+
+// modeCheckInterval is how often a store in claim mode checks whether
+// cursor mode was turned on, and a standby tries to lead.
+const modeCheckInterval = 5 * time.Second
+
+// ErrCursorMode is wrapped by the errors of [EnableCursor] and
+// [DisableCursor] when the outbox cannot switch.
+var ErrCursorMode = errors.New("pgstore: cursor mode")
+
+// mode is what a Store knows about the outbox's relay mode.
+type mode uint8
+
+const (
+	modeUnknown mode = iota
+	modeClaim
+	modeCursor
+)
+
+// cursorState is a Store's cursor-mode state. db serialises the round
+// trips that read or change the cursor's messages, so that each sees the
+// effects of the one before (a read after a failure sees the failed
+// message in the table path); mu guards the fields, and is never held
+// during a round trip.
+type cursorState struct {
+	db sync.Mutex
+	mu sync.Mutex
+
+	mode      mode
+	checkedAt time.Time // when the mode was last read (claim mode), or leading last tried (standby)
+
+	leader     bool
+	owner      string
+	token      uuid.UUID // the lease token of the cursor row
+	leaseUntil time.Time // the lease ends no earlier than this
+	lease      time.Duration
+	win        *cursorWindow
+	saved      int64
+	savedAt    time.Time
+
+	lastTable time.Time          // the last claim of the table path
+	tableMore bool               // it found messages: claim again at once
+	tableTok  map[uuid.UUID]bool // claims that hold table-path messages
+}
+
+// cursorRead builds and reads one leader read (queries/cursor_read.sql).
+func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapHi []int64, gapLimit int, read *cursorRead) {
+	b.Queue(s.q.cursorRead, from, limit, gapLo, gapHi, gapLimit).Query(func(rows pgx.Rows) error {
+		read.gapsComplete = true
+		nGap := 0
+		for rows.Next() {
+			var (
+				xmin, xmax string
+				gap        *bool
+				row        cursorRow
+				r          = &row.rec
+				status     *string
+				headers    *string
+				version    *int32
+				created    *time.Time
+				seq        *int64
+				id         *uuid.UUID
+				blocked    *bool
+				at, ai, et *string
+				topic, ct  *string
+				cor, cau   *string
+				tp         *string
+			)
+			if err := rows.Scan(&xmin, &xmax, &gap, &seq, &status, &id, &at, &ai, &et, &version, &topic,
+				&r.Payload, &ct, &headers, &cor, &cau, &tp, &created, &blocked); err != nil {
+				return err
+			}
+			var err error
+			if read.xmin, err = strconv.ParseUint(xmin, 10, 64); err != nil {
+				return fmt.Errorf("snapshot xmin %q: %w", xmin, err)
+			}
+			if read.xmax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
+				return fmt.Errorf("snapshot xmax %q: %w", xmax, err)
+			}
+			if gap == nil {
+				continue // the snapshot only: nothing to read
+			}
+			r.Seq, r.ID = *seq, deref(id)
+			r.AggregateType, r.AggregateID, r.EventType = deref(at), deref(ai), deref(et)
+			r.EventVersion = int(deref(version))
+			r.Topic, r.ContentType = deref(topic), deref(ct)
+			r.CorrelationID, r.CausationID, r.TraceParent = deref(cor), deref(cau), deref(tp)
+			r.CreatedAt = deref(created)
+			r.Status = outbox.StatusPending
+			r.NextAttemptAt = r.CreatedAt
+			if headers != nil {
+				if err := jsonUnmarshalHeaders(*headers, &r.Headers); err != nil {
+					return fmt.Errorf("headers of seq %d: %w", r.Seq, err)
+				}
+			}
+			row.queued = deref(status) == statusQueued
+			row.blocked = deref(blocked)
+			if *gap {
+				read.gapRows = append(read.gapRows, row)
+				nGap++
+			} else {
+				read.headRows = append(read.headRows, row)
+			}
+		}
+		if nGap >= gapLimit {
+			read.gapsComplete = false
+		}
+		read.returned = time.Now()
+		return rows.Err()
+	})
+}
+
+// statusQueued is the stored status of a cursor message (migration 010).
+const statusQueued = "QUEUED"
+
+// cursorTrip is markAndClaim in cursor mode: the marks of seqs under token
+// (in memory for cursor messages, in the table for table-path ones) and,
+// if p is not nil, a claim: cursor messages from the leader's window
+// (after a read if it holds too few) and due table-path messages (every
+// FullClaimInterval), in one round trip with whatever the cursor needs to
+// write (its position and lease, messages moving to the table path).
+func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
+	var c store.Claim
+	if p != nil {
+		if p.Lease < time.Millisecond {
+			return 0, c, fmt.Errorf("Lease %v must be at least 1ms", p.Lease)
+		}
+		var err error
+		if c.Token, err = uuid.NewRandom(); err != nil {
+			return 0, c, fmt.Errorf("new token: %w", err)
+		}
+	}
+	cs := &s.cursor
+	cs.db.Lock()
+	defer cs.db.Unlock()
+	marked, c, won, err := s.cursorRoundTrip(ctx, token, seqs, p, c)
+	if err == nil && won && p != nil {
+		// Just became the leader: read at once rather than at the next
+		// claim.
+		_, c, _, err = s.cursorRoundTrip(ctx, uuid.Nil, nil, p, c)
+	}
+	return marked, c, err
+}
+
+// cursorRoundTrip is one round trip of cursorTrip; it reports whether the
+// store became the leader in it. cs.db is held.
+func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
+	cs := &s.cursor
+	claiming := p != nil && p.Limit >= 1
+	now := time.Now()
+
+	cs.mu.Lock()
+	var (
+		marked     int64
+		tableSeqs  = seqs
+		leading    = cs.leader
+		leaderTok  = cs.token
+		doRead     bool
+		readFrom   int64
+		gapLo      []int64
+		gapHi      []int64
+		tabling    []int64
+		doSave     bool
+		savePos    int64
+		tryLead    bool
+		leadToken  uuid.UUID
+		tableClaim bool
+	)
+	if p != nil {
+		cs.lease = leaderLease(p.Lease)
+	}
+	if cs.owner == "" && p != nil {
+		cs.owner = p.Owner
+	}
+	if leading && now.After(cs.leaseUntil.Add(-cs.lease/10)) {
+		// Nothing renewed the lease in time: another relay may lead by now.
+		s.cfg.Logger.Warn("pgstore: cursor lease not renewed in time; no longer leading", slog.String("schema", s.cfg.Schema))
+		cs.dropLead()
+		leading = false
+	}
+	if leading && len(seqs) > 0 {
+		marked = cs.win.ack(token, seqs)
+	}
+	if !cs.tableTok[token] {
+		tableSeqs = nil // no table-path message was claimed under token
+	}
+	if claiming {
+		if leading {
+			cs.win.expire(now)
+			if cs.win.eligible(p.Limit) < p.Limit && cs.win.open() < s.cursorReadAhead() && len(cs.win.gaps) < cursorMaxGaps {
+				doRead = true
+				readFrom = cs.win.head
+				gapLo, gapHi = cs.win.gapRanges()
+			}
+		} else if now.Sub(cs.checkedAt) >= s.standbyInterval() {
+			tryLead = true
+			cs.checkedAt = now
+			leadToken = uuid.New()
+		}
+		tableClaim = cs.tableMore || now.Sub(cs.lastTable) >= s.fullClaimInterval()
+	}
+	if leading {
+		tabling = cs.win.tablingSeqs()
+		savePos = cs.win.pos
+		doSave = len(tabling) > 0 || cs.leaseUntil.Sub(now) < cs.lease*2/3 ||
+			(savePos > cs.saved && (s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= s.cursorSaveInterval()))
+	}
+	cs.mu.Unlock()
+
+	if !doRead && !doSave && !tryLead && !tableClaim && len(tableSeqs) == 0 {
+		// Nothing to send: the marks were in memory, and the window holds
+		// enough for the claim.
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		return marked, s.cursorHandOut(c, p, leaderTok, nil), false, nil
+	}
+
+	b := s.relayBatch()
+	var saveTag, tableTag pgconn.CommandTag
+	if doSave {
+		b.Queue(s.q.cursorSave, leaderTok, savePos, cs.lease.Milliseconds()).Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
+	}
+	if len(tabling) > 0 {
+		b.Queue(s.q.cursorTable, leaderTok, tabling).Exec(func(t pgconn.CommandTag) error { tableTag = t; return nil })
+	}
+	if len(tableSeqs) > 0 {
+		b.Queue(s.q.markSent, tableSeqs, token).Exec(func(t pgconn.CommandTag) error { marked += t.RowsAffected(); return nil })
+	}
+	var (
+		active bool
+		wonAt  *int64
+	)
+	if tryLead {
+		b.Queue(s.q.cursorState, p.Owner, leadToken, cs.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&active, &wonAt)
+		})
+	}
+	var (
+		scan      *claimScan
+		tableRecs []outbox.Record
+	)
+	if tableClaim {
+		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs)
+	}
+	var read cursorRead
+	if doRead {
+		read.sent = time.Now()
+		s.queueCursorRead(b, readFrom, p.Limit, gapLo, gapHi, 4*p.Limit, &read)
+	}
+	sent := time.Now()
+	err := s.pool.SendBatch(ctx, b).Close()
+	_ = tableTag
+
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if err != nil {
+		// Nothing of the round trip counts. A lost reply may hide a
+		// committed save or takeover; the lease then simply runs out.
+		return marked, c, false, err
+	}
+	if tableClaim {
+		cs.lastTable = sent
+		cs.tableMore = len(tableRecs) > 0
+		s.floor.end(*scan)
+	}
+	if doSave {
+		if saveTag.RowsAffected() == 0 {
+			s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", s.cfg.Schema))
+			cs.dropLead()
+			return marked, s.cursorHandOut(c, p, uuid.Nil, tableRecs), false, nil
+		}
+		cs.saved = max(cs.saved, savePos)
+		cs.savedAt = sent
+		cs.leaseUntil = sent.Add(cs.lease)
+		if len(tabling) > 0 {
+			cs.win.tabled(tabling)
+		}
+	}
+	won := false
+	if tryLead {
+		switch {
+		case !active:
+			cs.mode = modeClaim // cursor mode was turned off (or never on)
+			cs.checkedAt = sent
+		case wonAt != nil:
+			cs.leader, cs.token = true, leadToken
+			cs.win = newCursorWindow(*wonAt, cursorGapGrace)
+			cs.saved, cs.savedAt, cs.leaseUntil = *wonAt, sent, sent.Add(cs.lease)
+			won = true
+			s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", s.cfg.Schema),
+				slog.String("owner", p.Owner), slog.Int64("position", *wonAt))
+		}
+	}
+	if doRead && cs.leader && cs.token == leaderTok {
+		cs.win.apply(read)
+	}
+	return marked, s.cursorHandOut(c, p, cs.token, tableRecs), won, nil
+}
+
+// cursorHandOut fills claim c (p nil: no claim) with the table-path
+// messages claimed and as many eligible cursor messages as fit, and
+// remembers which claims hold table-path messages. cs.mu is held.
+func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uuid.UUID, tableRecs []outbox.Record) store.Claim {
+	cs := &s.cursor
+	if p == nil || p.Limit < 1 {
+		return c
+	}
+	recs := c.Records // from an earlier round trip of the same claim
+	for _, r := range tableRecs {
+		if cs.leader && cs.win.holds(r.AggregateType, r.AggregateID) {
+			// An earlier message of the aggregate is still the leader's to
+			// publish. It should not happen (the table path is entered
+			// only behind a failure); if it does, the lease of this claim
+			// runs out and a later claim takes it in order.
+			s.cfg.Logger.Warn("pgstore: table-path message held back behind a cursor message of its aggregate",
+				slog.Int64("seq", r.Seq), slog.String("aggregate_id", r.AggregateID))
+			continue
+		}
+		recs = append(recs, r)
+	}
+	if len(tableRecs) > 0 {
+		if cs.tableTok == nil {
+			cs.tableTok = map[uuid.UUID]bool{}
+		}
+		cs.tableTok[c.Token] = true
+	}
+	if cs.leader && cs.token == leaderTok && len(recs) < p.Limit {
+		recs = append(recs, cs.win.handOut(p.Limit-len(recs), c.Token, p.Owner, time.Now().Add(p.Lease))...)
+	}
+	sortBySeq(recs)
+	c.Records = recs
+	return c
+}
+
+// dropLead forgets the lead and everything in the window: claims that hold
+// cursor messages are fenced from now on (their marks change nothing).
+// cs.mu is held.
+func (cs *cursorState) dropLead() {
+	cs.leader = false
+	cs.token = uuid.Nil
+	cs.win = nil
+	cs.checkedAt = time.Time{}
+}
+
+// cursorMarkFailed is MarkFailed in cursor mode: failures of cursor
+// messages move them (and the later messages of their aggregates) to the
+// table path; failures of table-path messages are recorded as in claim
+// mode. One round trip.
+func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failureArgs) (int64, error) {
+	cs := &s.cursor
+	cs.db.Lock()
+	defer cs.db.Unlock()
+
+	cs.mu.Lock()
+	var (
+		mine, behind []int64
+		leaderTok    = cs.token
+		savePos      int64
+	)
+	if cs.leader {
+		mine, behind = cs.win.failing(token, f.seqs)
+		savePos = cs.win.pos
+	}
+	table := cs.tableTok[token]
+	cs.mu.Unlock()
+	for i, seq := range f.seqs {
+		f.queued[i] = containsInt64(mine, seq)
+	}
+	if len(mine) == 0 && !table {
+		return 0, nil
+	}
+
+	var saveTag pgconn.CommandTag
+	b := s.relayBatch()
+	if len(mine) > 0 {
+		// Fences the cursor's writes below (the row stays locked until the
+		// round trip commits).
+		b.Queue(s.q.cursorSave, leaderTok, savePos, cs.lease.Milliseconds()).Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
+	}
+	var changed int64
+	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, nullToken(leaderTok, len(mine) > 0)).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
+	if len(behind) > 0 {
+		b.Queue(s.q.cursorTable, leaderTok, behind)
+	}
+	sent := time.Now()
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(mine) > 0 {
+		if saveTag.RowsAffected() == 0 {
+			cs.dropLead()
+			return changed, nil
+		}
+		cs.saved, cs.savedAt, cs.leaseUntil = max(cs.saved, savePos), sent, sent.Add(cs.lease)
+		if cs.leader && cs.token == leaderTok {
+			cs.win.failed(token, mine, behind)
+		}
+	}
+	// The failed messages are the table path's now, maybe due at once.
+	cs.tableMore = true
+	return changed, nil
+}
+
+// cursorRelease is Release in cursor mode: cursor messages go back to the
+// leader's window, table-path ones to the table.
+func (s *Store) cursorRelease(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
+	cs := &s.cursor
+	cs.mu.Lock()
+	var n int64
+	if cs.leader {
+		n = cs.win.release(token, seqs)
+	}
+	table := cs.tableTok[token]
+	cs.mu.Unlock()
+	if !table {
+		return n, nil
+	}
+	m, err := s.releaseTable(ctx, token, seqs)
+	cs.mu.Lock()
+	cs.tableMore = true // due at once
+	cs.mu.Unlock()
+	return n + m, err
+}
+
+// Resign implements [store.Resigner]: a leader saves its position and gives
+// up its lease, so that a standby leads at once. Messages it still holds
+// unacknowledged are read again by the next leader. In claim mode, or on a
+// standby, it does nothing.
+func (s *Store) Resign(ctx context.Context) error {
+	cs := &s.cursor
+	cs.db.Lock()
+	defer cs.db.Unlock()
+	cs.mu.Lock()
+	if !cs.leader {
+		cs.mu.Unlock()
+		return nil
+	}
+	tok, pos := cs.token, cs.win.pos
+	cs.dropLead()
+	cs.mu.Unlock()
+	b := s.relayBatch()
+	b.Queue(s.q.cursorResign, tok, pos)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("pgstore: resign the cursor: %w", err)
+	}
+	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", pos))
+	return nil
+}
+
+// Leading reports whether this store leads the outbox's cursor (cursor
+// mode), and the position it has reached: every QUEUED message at or below
+// it is published or in the table path.
+func (s *Store) Leading() (bool, int64) {
+	cs := &s.cursor
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.leader {
+		return false, 0
+	}
+	return true, cs.win.pos
+}
+
+// detectMode reads whether the outbox is in cursor mode, once, before the
+// store's first claim. An outbox whose migrations predate cursor mode is
+// in claim mode.
+func (s *Store) detectMode(ctx context.Context) (mode, error) {
+	cs := &s.cursor
+	cs.mu.Lock()
+	m := cs.mode
+	cs.mu.Unlock()
+	if m != modeUnknown {
+		return m, nil // claims in claim mode check again now and then
+	}
+	var (
+		active bool
+		won    *int64
+	)
+	b := s.relayBatch()
+	b.Queue(s.q.cursorState, "", uuid.Nil, int64(1), false).QueryRow(func(row pgx.Row) error { return row.Scan(&active, &won) })
+	err := s.pool.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: before migration 010
+		active = false
+	case err != nil:
+		return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.checkedAt = time.Now()
+	if active {
+		if cs.mode != modeCursor {
+			cs.checkedAt = time.Time{} // a standby tries to lead at its first claim
+			s.cfg.Logger.Info("pgstore: the outbox is in cursor mode", slog.String("schema", s.cfg.Schema))
+		}
+		cs.mode = modeCursor
+	} else {
+		cs.mode = modeClaim
+	}
+	return cs.mode, nil
+}
+
+func (s *Store) cursorSaveInterval() time.Duration {
+	if s.cfg.CursorSaveInterval == 0 {
+		return DefaultCursorSaveInterval
+	}
+	return s.cfg.CursorSaveInterval
+}
+
+func (s *Store) cursorReadAhead() int {
+	if s.cfg.CursorReadAhead == 0 {
+		return DefaultCursorReadAhead
+	}
+	return s.cfg.CursorReadAhead
+}
+
+// standbyInterval is how often a standby tries to lead: as often as the
+// full claim, so that a relay that resigned is followed within about that.
+func (s *Store) standbyInterval() time.Duration {
+	return max(s.fullClaimInterval(), 100*time.Millisecond)
+}
+
+// inCursorMode reports whether the store follows cursor mode.
+func (cs *cursorState) inCursorMode() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.mode == modeCursor
+}
+
+// standby reports whether the store is in cursor mode without leading.
+func (cs *cursorState) standby() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.mode == modeCursor && !cs.leader
+}
+
+// claimModeCheckDue reports whether a claim in claim mode should check the
+// mode again, and if so counts the check as made.
+func (cs *cursorState) claimModeCheckDue() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.mode != modeClaim || time.Since(cs.checkedAt) < modeCheckInterval {
+		return false
+	}
+	cs.checkedAt = time.Now()
+	return true
+}
+
+// claimModeChecked takes the result of such a check.
+func (cs *cursorState) claimModeChecked(active bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if active && cs.mode == modeClaim {
+		cs.mode = modeCursor
+		cs.checkedAt = time.Time{}
+	}
+}
+
+// jsonUnmarshalHeaders decodes the headers column's JSON text.
+func jsonUnmarshalHeaders(text string, h *map[string]string) error {
+	return json.Unmarshal([]byte(text), h)
+}
+
+func nullToken(t uuid.UUID, valid bool) *uuid.UUID {
+	if !valid {
+		return nil
+	}
+	return &t
+}
+
+func containsInt64(xs []int64, x int64) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

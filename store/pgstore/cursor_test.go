@@ -1,0 +1,458 @@
+package pgstore_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// The tests of cursor mode's own guarantees; TestConformanceCursor runs the
+// store contract on it.
+
+const cursorLease = time.Second
+
+func cursorClaim(t *testing.T, s *pgstore.Store, owner string) store.Claim {
+	t.Helper()
+	c, err := s.Claim(testCtx(t), store.ClaimParams{Owner: owner, Limit: 100, Lease: cursorLease})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return c
+}
+
+func markSent(t *testing.T, s *pgstore.Store, c store.Claim) {
+	t.Helper()
+	if n, err := s.MarkSent(testCtx(t), c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
+		t.Fatalf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
+	}
+}
+
+// claimUntil claims (and marks sent) until the seqs in want were all
+// claimed, and returns every seq claimed in order; it fails after 10 s.
+func claimUntil(t *testing.T, s *pgstore.Store, owner string, want ...int64) []int64 {
+	t.Helper()
+	var got []int64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := cursorClaim(t, s, owner)
+		got = append(got, seqsOf(c.Records)...)
+		markSent(t, s, c)
+		if !slices.ContainsFunc(want, func(w int64) bool { return !slices.Contains(got, w) }) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claimed %v, still missing some of %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// position is the leader's position (in memory).
+func position(t *testing.T, s *pgstore.Store) int64 {
+	t.Helper()
+	leading, pos := s.Leading()
+	if !leading {
+		t.Fatal("the store does not lead the cursor")
+	}
+	return pos
+}
+
+// savedPosition is the position stored in outbox_cursor.
+func (b *bundle) savedPosition(t *testing.T) int64 {
+	t.Helper()
+	var pos int64
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT position FROM {{schema}}.outbox_cursor")).Scan(&pos); err != nil {
+		t.Fatalf("saved position: %v", err)
+	}
+	return pos
+}
+
+// openEnqueue enqueues msgs in a transaction that stays open until the test
+// commits or rolls it back.
+func (b *bundle) openEnqueue(t *testing.T, msgs ...outbox.Message) pgx.Tx {
+	t.Helper()
+	ctx := testCtx(t)
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if err := b.store.Enqueue(ctx, tx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+func (b *bundle) seqOf(t *testing.T, tx pgx.Tx, id uuid.UUID) int64 {
+	t.Helper()
+	var seq int64
+	if err := tx.QueryRow(testCtx(t), b.sql("SELECT seq FROM {{schema}}.outbox_messages WHERE id = $1"), id).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func TestCursor_LateCommitBelowTheHeadIsPublishedAndNotPassed(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	late := msg("Order", "late")
+	tx := b.openEnqueue(t, late)
+	lateSeq := b.seqOf(t, tx, late.ID)
+	after := b.enqueue(t, msg("Order", "other"))
+	if after[0] <= lateSeq {
+		t.Fatalf("setup: seq %d not above the open transaction's %d", after[0], lateSeq)
+	}
+
+	// The committed message goes out; the open one is invisible.
+	if got := claimUntil(t, b.store, "A", after[0]); !slices.Equal(got, after) {
+		t.Fatalf("claimed %v, want %v", got, after)
+	}
+	// However long the transaction stays open (past the gap grace of 1 s),
+	// the position stays below its seq.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		if pos := position(t, b.store); pos >= lateSeq {
+			t.Fatalf("position %d passed seq %d of a transaction still open", pos, lateSeq)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := tx.Commit(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimUntil(t, b.store, "A", lateSeq); !slices.Equal(got, []int64{lateSeq}) {
+		t.Fatalf("after the late commit claimed %v, want [%d]", got, lateSeq)
+	}
+	if pos := position(t, b.store); pos < after[0] {
+		t.Errorf("position %d after everything was acknowledged, want at least %d", pos, after[0])
+	}
+}
+
+func TestCursor_RolledBackSeqsStopHoldingThePosition(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	tx := b.openEnqueue(t, msg("Order", "gone"))
+	if err := tx.Rollback(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	seq := b.enqueue(t, msg("Order", "kept"))
+	claimUntil(t, b.store, "A", seq[0])
+	if pos := position(t, b.store); pos >= seq[0] {
+		t.Fatalf("position %d right after the read, want it below the rolled-back seq %d until the gap closes", pos, seq[0]-1)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for position(t, b.store) < seq[0] {
+		if time.Now().After(deadline) {
+			t.Fatalf("position %d, want it past the rolled-back seq to %d", position(t, b.store), seq[0])
+		}
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCursor_LongTransactionHoldsThePositionButNotPublishing(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	ctx := testCtx(t)
+	// A transaction with an id that stays open: it holds every snapshot's
+	// xmin back, so no gap found after it started can be closed.
+	long, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = long.Rollback(ctx) }()
+	if _, err := long.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+		t.Fatal(err)
+	}
+	tx := b.openEnqueue(t, msg("Order", "gone"))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seq := b.enqueue(t, msg("Order", "kept"))
+	// Published at once.
+	claimUntil(t, b.store, "A", seq[0])
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		if pos := position(t, b.store); pos >= seq[0] {
+			t.Fatalf("position %d passed a gap while a transaction older than it is open", pos)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := long.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for position(t, b.store) < seq[0] {
+		if time.Now().After(deadline) {
+			t.Fatalf("position %d after the long transaction ended, want %d", position(t, b.store), seq[0])
+		}
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Hour})
+	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
+	c := cursorClaim(t, b.store, "A")
+	if !slices.Equal(seqsOf(c.Records), seq) {
+		t.Fatalf("leader claimed %v, want %v", seqsOf(c.Records), seq)
+	}
+	// A acknowledges the first, which it does not save before it dies.
+	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil || n != 1 {
+		t.Fatalf("MarkSent = %d, %v", n, err)
+	}
+	start := time.Now()
+	var took store.Claim
+	for {
+		took = cursorClaim(t, standby, "B")
+		if len(took.Records) > 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the standby never led")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < cursorLease/2 {
+		t.Errorf("the standby led after %v, before the leader's lease of %v ended", waited, cursorLease)
+	}
+	if !slices.Equal(seqsOf(took.Records), seq) {
+		t.Errorf("the new leader claimed %v, want both %v (the first was not saved)", seqsOf(took.Records), seq)
+	}
+	// The old leader's token changes nothing any more.
+	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[1:]); err != nil || n != 0 {
+		t.Errorf("old leader's MarkSent = %d, %v; want 0 (fenced)", n, err)
+	}
+}
+
+func TestCursor_ResignLetsAStandbyLeadAtOnceFromTheSavedPosition(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Hour})
+	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
+	c := cursorClaim(t, b.store, "A")
+	if _, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.store.Release(testCtx(t), c.Token, seq[1:]); err != nil || n != 1 {
+		t.Fatalf("Release = %d, %v", n, err)
+	}
+	if err := b.store.Resign(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if pos := b.savedPosition(t); pos != seq[0] {
+		t.Errorf("saved position after resign = %d, want %d", pos, seq[0])
+	}
+	start := time.Now()
+	got := cursorClaim(t, standby, "B")
+	if !slices.Equal(seqsOf(got.Records), seq[1:]) {
+		t.Errorf("standby's first claim after the resign: %v, want %v", seqsOf(got.Records), seq[1:])
+	}
+	if time.Since(start) > cursorLease/2 {
+		t.Errorf("the standby took %v to lead", time.Since(start))
+	}
+}
+
+func TestCursor_FailureMovesTheAggregateToTheTablePathInOrder(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	ctx := testCtx(t)
+	seq := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	c := cursorClaim(t, b.store, "A")
+	if !slices.Equal(seqsOf(c.Records), []int64{seq[0], seq[2]}) {
+		t.Fatalf("first claim %v, want the heads %d and %d", seqsOf(c.Records), seq[0], seq[2])
+	}
+	n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "boom", CountAttempt: true, Delay: 300 * time.Millisecond}})
+	if err != nil || n != 1 {
+		t.Fatalf("MarkFailed = %d, %v", n, err)
+	}
+	if n, err := b.store.MarkSent(ctx, c.Token, seq[2:]); err != nil || n != 1 {
+		t.Fatalf("MarkSent = %d, %v", n, err)
+	}
+	// A message of a enqueued after the failure also waits behind it.
+	later := b.enqueue(t, msg("Order", "a"), msg("Order", "b"))
+	if r := b.get(t, b.idOf(t, seq[0])); r.Status != outbox.StatusFailed || r.Attempts != 1 {
+		t.Errorf("failed message: %s, %d attempts; want FAILED, 1", r.Status, r.Attempts)
+	}
+	var order []int64
+	deadline := time.Now().Add(10 * time.Second)
+	for len(order) < 4 {
+		c := cursorClaim(t, b.store, "A")
+		for _, r := range c.Records {
+			order = append(order, r.Seq)
+		}
+		markSent(t, b.store, c)
+		if time.Now().After(deadline) {
+			t.Fatalf("claimed %v so far, want 4 messages", order)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var ofA []int64
+	for _, s := range order {
+		if s != later[1] {
+			ofA = append(ofA, s)
+		}
+	}
+	if want := []int64{seq[0], seq[1], later[0]}; !slices.Equal(ofA, want) {
+		t.Errorf("aggregate a published as %v, want %v (the failed one first)", ofA, want)
+	}
+	if order[0] != later[1] {
+		t.Errorf("b's new message came at %v; want it first, not held behind a's retry", order)
+	}
+	for _, s := range []int64{seq[1], later[0]} {
+		if r := b.get(t, b.idOf(t, s)); r.Status != outbox.StatusSent {
+			t.Errorf("seq %d: %s, want SENT through the table path", s, r.Status)
+		}
+	}
+}
+
+func TestCursor_DeadLetterBlocksOnlyItsAggregate(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	ctx := testCtx(t)
+	seq := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	c := cursorClaim(t, b.store, "A")
+	if _, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "too large", CountAttempt: true, Dead: true}}); err != nil {
+		t.Fatal(err)
+	}
+	markSent(t, b.store, store.Claim{Token: c.Token, Records: c.Records[1:]})
+	later := b.enqueue(t, msg("Order", "b"), msg("Order", "a"))
+	got := claimUntil(t, b.store, "A", later[0])
+	if slices.Contains(got, seq[1]) || slices.Contains(got, later[1]) {
+		t.Errorf("claimed %v: a message behind a dead letter went out", got)
+	}
+	for _, s := range []int64{seq[1], later[1]} {
+		if r := b.get(t, b.idOf(t, s)); r.Status != outbox.StatusPending {
+			t.Errorf("seq %d behind the dead letter: %s, want PENDING", s, r.Status)
+		}
+	}
+}
+
+func TestCursor_EnableKeepsOrderBehindOlderPendingMessages(t *testing.T) {
+	b := setup(t) // claim mode
+	old := b.enqueue(t, msg("Order", "a"))
+	claimer, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := claimer.EnableCursor(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimer.EnableCursor(testCtx(t)); err != nil {
+		t.Fatalf("EnableCursor again: %v", err)
+	}
+	b.store = claimer
+	newer := b.enqueue(t, msg("Order", "a"), msg("Order", "b"))
+	var stored string
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT status FROM {{schema}}.outbox_messages WHERE seq = $1"), newer[0]).Scan(&stored); err != nil || stored != "QUEUED" {
+		t.Fatalf("a message enqueued after EnableCursor is stored %q (%v), want QUEUED", stored, err)
+	}
+	first := cursorClaim(t, claimer, "A")
+	if slices.Contains(seqsOf(first.Records), newer[0]) {
+		t.Fatalf("first claim %v took a's new message while its older one (%d) is unsent", seqsOf(first.Records), old[0])
+	}
+	if !slices.Contains(seqsOf(first.Records), old[0]) || !slices.Contains(seqsOf(first.Records), newer[1]) {
+		t.Fatalf("first claim %v, want the older message %d (table path) and b's %d", seqsOf(first.Records), old[0], newer[1])
+	}
+	markSent(t, claimer, first)
+	if got := claimUntil(t, claimer, "A", newer[0]); !slices.Contains(got, newer[0]) {
+		t.Fatalf("a's new message never claimed: %v", got)
+	}
+}
+
+func TestCursor_DisableGivesUnsentMessagesBackToClaimMode(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{CursorSaveInterval: -1})
+	ms := []outbox.Message{msg("Order", "1"), msg("Order", "2")}
+	seq := b.enqueue(t, ms...)
+	c := cursorClaim(t, b.store, "A")
+	if _, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.DisableCursor(testCtx(t)); !errors.Is(err, pgstore.ErrCursorMode) {
+		t.Fatalf("DisableCursor while a relay leads: %v, want ErrCursorMode", err)
+	}
+	if _, err := b.store.Release(testCtx(t), c.Token, seq[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Resign(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := b.store.DisableCursor(testCtx(t))
+	if err != nil || moved != 1 {
+		t.Fatalf("DisableCursor = %d, %v; want 1 message moved", moved, err)
+	}
+	if r := b.get(t, ms[0].ID); r.Status != outbox.StatusSent {
+		t.Errorf("the sent message: %s, want SENT", r.Status)
+	}
+	if r := b.get(t, ms[1].ID); r.Status != outbox.StatusPending {
+		t.Errorf("the unsent message: %s, want PENDING", r.Status)
+	}
+	fresh, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cursorClaim(t, fresh, "B")
+	if !slices.Equal(seqsOf(got.Records), seq[1:]) {
+		t.Errorf("claim mode after DisableCursor claimed %v, want %v", seqsOf(got.Records), seq[1:])
+	}
+	if leading, _ := fresh.Leading(); leading {
+		t.Error("a store leads a cursor that was disabled")
+	}
+}
+
+func TestCursor_EnableRefusesASequenceThatCaches(t *testing.T) {
+	b := setup(t)
+	b.exec(t, "ALTER SEQUENCE {{schema}}.outbox_messages_seq_seq CACHE 20")
+	err := b.store.EnableCursor(testCtx(t))
+	if !errors.Is(err, pgstore.ErrCursorMode) {
+		t.Fatalf("EnableCursor = %v, want ErrCursorMode", err)
+	}
+}
+
+func TestCursor_StandbyDoesNotMakeWritersNotify(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	cursorClaim(t, b.store, "A") // A leads
+	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cursorClaim(t, standby, "B")
+	if err := standby.Idle(testCtx(t), "B", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Idle(testCtx(t), "A", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.pool.Query(testCtx(t), b.sql("SELECT relay_id FROM {{schema}}.outbox_idle_relays ORDER BY 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"A"}) {
+		t.Errorf("registered idle: %v, want only the leader A", ids)
+	}
+}
+
+// idOf returns the event id of the message with seq.
+func (b *bundle) idOf(t *testing.T, seq int64) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1"), seq).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

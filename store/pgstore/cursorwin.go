@@ -1,0 +1,455 @@
+package pgstore
+
+import (
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+)
+
+// This file is the in-memory half of cursor mode (cursor.go): what the
+// leading relay knows about the messages between the saved position and
+// the highest seq it has read. It does no I/O, so that its rules can be
+// tested on their own (cursorwin_test.go).
+//
+// The window covers (pos, head]. Every seq in it is in one of three
+// states:
+//
+//   - open: a record that was read and is not handled yet (buffered,
+//     leased to a claim, or being moved to the table path);
+//   - in a gap: not visible when a higher seq was read, so its transaction
+//     may still commit (or it rolled back, or the seq was never used);
+//   - handled: acknowledged, moved to the table path, or not a cursor
+//     message at all (a row the table path owns).
+//
+// pos only moves over handled seqs and finalized gaps, so no message that
+// may still commit is ever passed.
+
+// aggKey identifies an aggregate: the unit of ordering.
+type aggKey struct{ typ, id string }
+
+// recState is where an open record is.
+type recState uint8
+
+const (
+	recBuffered recState = iota // read, waiting to be handed out
+	recLeased                   // handed out to a claim, not acknowledged yet
+	recTabling                  // to be moved to the table path (PENDING), not committed yet
+)
+
+// cursorRec is an open record.
+type cursorRec struct {
+	rec      outbox.Record
+	key      aggKey
+	state    recState
+	token    uuid.UUID // the claim that holds it (recLeased)
+	leaseEnd time.Time // when that claim's lease ends (recLeased)
+}
+
+// cursorGap is a range of seqs that were not visible when a higher seq was
+// read.
+type cursorGap struct {
+	lo, hi int64
+	// xmax is the snapshot xmax of the read that found the gap: every
+	// transaction that could hold one of its seqs has a lower xid (see
+	// cursor.go), so once a snapshot's xmin reaches xmax they have all
+	// ended.
+	xmax uint64
+	// at is when the read that found the gap returned.
+	at time.Time
+}
+
+// cursorRow is one row a cursor read returned.
+type cursorRow struct {
+	rec outbox.Record
+	// queued: the row is a cursor message (status QUEUED). Other rows are
+	// the table path's and count as handled.
+	queued bool
+	// blocked: an earlier message of its aggregate is in the table path
+	// (PENDING, FAILED, IN_FLIGHT or DEAD_LETTER), so this one must follow
+	// it there.
+	blocked bool
+}
+
+// cursorRead is the result of one read (queries/cursor_read.sql).
+type cursorRead struct {
+	xmin, xmax uint64
+	// gapRows are the visible rows inside the gaps the read asked about, in
+	// seq order; gapsComplete says the read returned all of them (it did
+	// not hit its limit).
+	gapRows      []cursorRow
+	gapsComplete bool
+	// headRows are the rows above the head, in seq order.
+	headRows []cursorRow
+	// sent is when the read was sent, returned when it came back.
+	sent, returned time.Time
+}
+
+// cursorWindow is the leader's view of the cursor. It is not safe for
+// concurrent use; cursorMode guards it.
+type cursorWindow struct {
+	pos  int64 // every seq <= pos is handled
+	head int64 // the highest seq read
+	// grace is how long a gap stays open at least, whatever the snapshots
+	// say (see cursor.go).
+	grace time.Duration
+
+	recs   map[int64]*cursorRec
+	order  []int64 // seqs of the open records, ascending
+	gaps   []cursorGap
+	aggs   map[aggKey][]int64 // open records per aggregate, ascending
+	leased map[aggKey]int64   // the leased record of an aggregate
+	tokens map[uuid.UUID][]int64
+}
+
+func newCursorWindow(pos int64, grace time.Duration) *cursorWindow {
+	return &cursorWindow{
+		pos: pos, head: pos, grace: grace,
+		recs:   map[int64]*cursorRec{},
+		aggs:   map[aggKey][]int64{},
+		leased: map[aggKey]int64{},
+		tokens: map[uuid.UUID][]int64{},
+	}
+}
+
+// open is the number of open records.
+func (w *cursorWindow) open() int { return len(w.order) }
+
+// gapRanges returns the gaps to ask a read about.
+func (w *cursorWindow) gapRanges() (lo, hi []int64) {
+	lo = make([]int64, len(w.gaps))
+	hi = make([]int64, len(w.gaps))
+	for i, g := range w.gaps {
+		lo[i], hi[i] = g.lo, g.hi
+	}
+	return lo, hi
+}
+
+// apply adds what a read found: rows inside gaps fill them, rows above the
+// head extend the window (with a gap for every seq skipped), and gaps that
+// can no longer be filled are closed.
+func (w *cursorWindow) apply(r cursorRead) {
+	for _, row := range r.gapRows {
+		if !w.fillGap(row.rec.Seq) {
+			continue // not in a gap (any more): already known
+		}
+		w.add(row)
+	}
+	for _, row := range r.headRows {
+		s := row.rec.Seq
+		if s <= w.head {
+			continue
+		}
+		if s > w.head+1 {
+			w.gaps = append(w.gaps, cursorGap{lo: w.head + 1, hi: s - 1, xmax: r.xmax, at: r.returned})
+		}
+		w.head = s
+		w.add(row)
+	}
+	if r.gapsComplete {
+		w.closeGaps(r.xmin, r.sent)
+	}
+	w.advance()
+}
+
+// fillGap removes seq from the gap that holds it, reporting whether one
+// did.
+func (w *cursorWindow) fillGap(seq int64) bool {
+	i, found := slices.BinarySearchFunc(w.gaps, seq, func(g cursorGap, s int64) int {
+		switch {
+		case g.hi < s:
+			return -1
+		case g.lo > s:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return false
+	}
+	g := w.gaps[i]
+	switch {
+	case g.lo == seq && g.hi == seq:
+		w.gaps = slices.Delete(w.gaps, i, i+1)
+	case g.lo == seq:
+		w.gaps[i].lo++
+	case g.hi == seq:
+		w.gaps[i].hi--
+	default:
+		right := g
+		right.lo = seq + 1
+		w.gaps[i].hi = seq - 1
+		w.gaps = slices.Insert(w.gaps, i+1, right)
+	}
+	return true
+}
+
+// add makes a read row an open record, unless it is not a cursor message.
+// A record whose aggregate has an earlier message in the table path, or an
+// open record on its way there, goes to the table path too.
+func (w *cursorWindow) add(row cursorRow) {
+	if !row.queued {
+		return
+	}
+	key := aggKey{row.rec.AggregateType, row.rec.AggregateID}
+	cr := &cursorRec{rec: row.rec, key: key}
+	if row.blocked || w.aggregateTabling(key) {
+		cr.state = recTabling
+	}
+	s := row.rec.Seq
+	w.recs[s] = cr
+	w.order = insertSorted(w.order, s)
+	w.aggs[key] = insertSorted(w.aggs[key], s)
+}
+
+// aggregateTabling reports whether an open record of the aggregate is on
+// its way to the table path.
+func (w *cursorWindow) aggregateTabling(key aggKey) bool {
+	for _, s := range w.aggs[key] {
+		if w.recs[s].state == recTabling {
+			return true
+		}
+	}
+	return false
+}
+
+// closeGaps drops the gaps that no transaction can fill any more: found
+// by a read whose snapshot had an xmin of at least their xmax, at least
+// grace before that read was sent.
+func (w *cursorWindow) closeGaps(xmin uint64, sent time.Time) {
+	w.gaps = slices.DeleteFunc(w.gaps, func(g cursorGap) bool {
+		return xmin >= g.xmax && sent.Sub(g.at) >= w.grace
+	})
+}
+
+// advance moves pos up to just below the first open record or gap.
+func (w *cursorWindow) advance() {
+	next := w.head
+	if len(w.order) > 0 {
+		next = min(next, w.order[0]-1)
+	}
+	if len(w.gaps) > 0 {
+		next = min(next, w.gaps[0].lo-1)
+	}
+	w.pos = max(w.pos, next)
+}
+
+// expire returns leased records whose claim's lease ended to the buffer,
+// as if released.
+func (w *cursorWindow) expire(now time.Time) {
+	for token, seqs := range w.tokens {
+		if len(seqs) == 0 {
+			delete(w.tokens, token)
+			continue
+		}
+		if cr := w.recs[seqs[0]]; cr != nil && now.Before(cr.leaseEnd) {
+			continue
+		}
+		w.unlease(token, seqs, func(*cursorRec) {})
+		delete(w.tokens, token)
+	}
+}
+
+// eligible is the number of records handOut could give now.
+func (w *cursorWindow) eligible(limit int) int {
+	n := 0
+	for _, s := range w.order {
+		if n >= limit {
+			break
+		}
+		if w.isEligible(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// isEligible: buffered, the lowest open record of its aggregate, and its
+// aggregate has nothing leased.
+func (w *cursorWindow) isEligible(seq int64) bool {
+	cr := w.recs[seq]
+	if cr.state != recBuffered {
+		return false
+	}
+	if _, busy := w.leased[cr.key]; busy {
+		return false
+	}
+	return w.aggs[cr.key][0] == seq
+}
+
+// handOut leases up to limit eligible records to token until leaseEnd and
+// returns them in seq order, marked IN_FLIGHT for owner.
+func (w *cursorWindow) handOut(limit int, token uuid.UUID, owner string, leaseEnd time.Time) []outbox.Record {
+	var out []outbox.Record
+	for _, s := range w.order {
+		if len(out) >= limit {
+			break
+		}
+		if !w.isEligible(s) {
+			continue
+		}
+		cr := w.recs[s]
+		cr.state, cr.token, cr.leaseEnd = recLeased, token, leaseEnd
+		w.leased[cr.key] = s
+		w.tokens[token] = append(w.tokens[token], s)
+		rec := cr.rec
+		rec.Status, rec.LeaseOwner, rec.LeaseExpiresAt = outbox.StatusInFlight, owner, leaseEnd
+		out = append(out, rec)
+	}
+	return out
+}
+
+// leasedUnder returns, of seqs, those leased to token, in the order given.
+func (w *cursorWindow) leasedUnder(token uuid.UUID, seqs []int64) []int64 {
+	var out []int64
+	for _, s := range seqs {
+		if cr := w.recs[s]; cr != nil && cr.state == recLeased && cr.token == token && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ack handles the records of seqs leased to token (their broker
+// acknowledged them) and returns how many there were.
+func (w *cursorWindow) ack(token uuid.UUID, seqs []int64) int64 {
+	mine := w.leasedUnder(token, seqs)
+	for _, s := range mine {
+		w.unleaseOne(token, s)
+		w.remove(s)
+	}
+	w.advance()
+	return int64(len(mine))
+}
+
+// release returns the records of seqs leased to token to the buffer and
+// returns how many there were.
+func (w *cursorWindow) release(token uuid.UUID, seqs []int64) int64 {
+	mine := w.leasedUnder(token, seqs)
+	w.unlease(token, mine, func(*cursorRec) {})
+	return int64(len(mine))
+}
+
+// unlease ends the lease of seqs under token: the records become buffered
+// (fn may change that).
+func (w *cursorWindow) unlease(token uuid.UUID, seqs []int64, fn func(*cursorRec)) {
+	for _, s := range seqs {
+		cr := w.recs[s]
+		if cr == nil || cr.state != recLeased || cr.token != token {
+			continue
+		}
+		w.unleaseOne(token, s)
+		cr.state = recBuffered
+		fn(cr)
+	}
+}
+
+func (w *cursorWindow) unleaseOne(token uuid.UUID, s int64) {
+	cr := w.recs[s]
+	if w.leased[cr.key] == s {
+		delete(w.leased, cr.key)
+	}
+	cr.token, cr.leaseEnd = uuid.Nil, time.Time{}
+	rest := slices.DeleteFunc(w.tokens[token], func(x int64) bool { return x == s })
+	if len(rest) == 0 {
+		delete(w.tokens, token)
+	} else {
+		w.tokens[token] = rest
+	}
+}
+
+// failing prepares a failure of the records of seqs leased to token: it
+// returns those seqs, and the other open records of their aggregates
+// (later ones, which must now wait in the table path behind the failed
+// one). Nothing changes until failed is called with both lists after the
+// database committed them.
+func (w *cursorWindow) failing(token uuid.UUID, seqs []int64) (mine, behind []int64) {
+	mine = w.leasedUnder(token, seqs)
+	for _, s := range mine {
+		for _, o := range w.aggs[w.recs[s].key] {
+			if o != s && !slices.Contains(mine, o) && !slices.Contains(behind, o) {
+				behind = append(behind, o)
+			}
+		}
+	}
+	slices.Sort(behind)
+	return mine, behind
+}
+
+// failed handles the records that a committed failure moved to the table
+// path: the failed ones (still leased to token) and those behind them.
+func (w *cursorWindow) failed(token uuid.UUID, mine, behind []int64) {
+	for _, s := range mine {
+		if cr := w.recs[s]; cr != nil && cr.state == recLeased && cr.token == token {
+			w.unleaseOne(token, s)
+			w.remove(s)
+		}
+	}
+	w.tabled(behind)
+}
+
+// tablingSeqs returns the records waiting to be moved to the table path.
+func (w *cursorWindow) tablingSeqs() []int64 {
+	var out []int64
+	for _, s := range w.order {
+		if w.recs[s].state == recTabling {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// tabled handles records that a committed statement moved to the table
+// path (or found not QUEUED any more). A leased one is left alone: its
+// claim still owns it.
+func (w *cursorWindow) tabled(seqs []int64) {
+	for _, s := range seqs {
+		if cr := w.recs[s]; cr != nil && cr.state != recLeased {
+			w.remove(s)
+		}
+	}
+	w.advance()
+}
+
+// remove forgets an open record: it is handled.
+func (w *cursorWindow) remove(s int64) {
+	cr := w.recs[s]
+	if cr == nil {
+		return
+	}
+	delete(w.recs, s)
+	w.order = deleteSorted(w.order, s)
+	rest := deleteSorted(w.aggs[cr.key], s)
+	if len(rest) == 0 {
+		delete(w.aggs, cr.key)
+	} else {
+		w.aggs[cr.key] = rest
+	}
+}
+
+// holds reports whether the aggregate has an open record (the leader
+// still has to publish it, so a table-path message of it must wait).
+func (w *cursorWindow) holds(typ, id string) bool {
+	return len(w.aggs[aggKey{typ, id}]) > 0
+}
+
+func insertSorted(xs []int64, x int64) []int64 {
+	if n := len(xs); n == 0 || xs[n-1] < x {
+		return append(xs, x)
+	}
+	i, found := slices.BinarySearch(xs, x)
+	if found {
+		return xs
+	}
+	return slices.Insert(xs, i, x)
+}
+
+func deleteSorted(xs []int64, x int64) []int64 {
+	i, found := slices.BinarySearch(xs, x)
+	if !found {
+		return xs
+	}
+	return slices.Delete(xs, i, i+1)
+}
