@@ -506,7 +506,7 @@ func (r *Relay) runBatch(b *batch) *batch {
 			r.sleep(r.cfg.Linger) // on stop, mark at once
 		}
 		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
-			!r.isStopping() && r.backoff.remaining() <= 0 {
+			!r.isStopping() && r.backoff.remaining() <= 0 && !r.marksInMemory() {
 			nb := &batch{woken: r.wake.wait(), start: time.Now()}
 			ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)
 			var c store.Claim
@@ -582,6 +582,16 @@ func (r *Relay) runBatch(b *batch) *batch {
 		}
 	}
 	return next
+}
+
+// marksInMemory reports whether the store records MarkSent without a round
+// trip now (store.MemoryMarker). The relay then marks a batch on its own
+// and claims the next one separately: combining them would save nothing,
+// and the batch's Hooks.Published would wait for the next claim's round
+// trip.
+func (r *Relay) marksInMemory() bool {
+	mm, ok := r.cfg.Store.(store.MemoryMarker)
+	return ok && mm.MarksInMemory()
 }
 
 // mark runs a state change, retrying transient database errors (a killed

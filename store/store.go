@@ -122,3 +122,13 @@ type MarkClaimer interface {
 type Resigner interface {
 	Resign(ctx context.Context) error
 }
+
+// MemoryMarker is implemented by stores that may record MarkSent in memory
+// and write it to the database later in bulk (pgstore in cursor mode, whose
+// leader keeps a position). While MarksInMemory reports true, the relay
+// marks a published batch with MarkSent and then claims the next one with
+// Claim, instead of MarkSentAndClaim: the mark costs no round trip, and the
+// batch's acknowledgement does not wait for the next claim.
+type MemoryMarker interface {
+	MarksInMemory() bool
+}

@@ -105,7 +105,11 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 	}
 	if history > 0 {
 		status := "SENT"
-		if table == tableJustMarked {
+		switch {
+		case r.cfg.Cursor:
+			// Sent history in cursor mode: QUEUED rows the cursor passed.
+			status = "QUEUED"
+		case table == tableJustMarked:
 			status = "PENDING"
 		}
 		payload := r.message([16]byte{}, "history").Payload
@@ -119,7 +123,14 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 		if err := s.analyze(ctx); err != nil {
 			return ct, err
 		}
-		if table == tableJustMarked {
+		switch {
+		case r.cfg.Cursor:
+			// "Just marked" in cursor mode: the position moved past the
+			// history in one statement, which leaves no dead row versions.
+			if _, err := s.exec(ctx, "cursor_pass.sql"); err != nil {
+				return ct, err
+			}
+		case table == tableJustMarked:
 			if err := r.markAll(ctx, s, tag); err != nil {
 				return ct, err
 			}
@@ -196,6 +207,11 @@ func (r *runner) warmClaims(ctx context.Context, pool *pgxpool.Pool, schema stri
 	held.Release()
 	if err != nil {
 		return fmt.Errorf("warm-up claim: %w", err)
+	}
+	// In cursor mode the warm-up store led the cursor: let the timed one
+	// lead at once.
+	if err := ws.Resign(ctx); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
 	return nil
 }

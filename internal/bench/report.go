@@ -102,8 +102,11 @@ type DrainReport struct {
 type Latency struct {
 	Count int     `json:"count"`
 	P50Ms float64 `json:"p50Ms"`
+	P90Ms float64 `json:"p90Ms"`
 	P99Ms float64 `json:"p99Ms"`
-	MaxMs float64 `json:"maxMs"`
+	// P999Ms is the 99.9th percentile.
+	P999Ms float64 `json:"p999Ms"`
+	MaxMs  float64 `json:"maxMs"`
 }
 
 // SteadyReport is the steady state: writers at their maximum rate without

@@ -26,7 +26,8 @@ func latencyOf(ds []time.Duration) Latency {
 		return Latency{}
 	}
 	slices.Sort(ds)
-	return Latency{Count: len(ds), P50Ms: ms(quantile(ds, 0.50)), P99Ms: ms(quantile(ds, 0.99)), MaxMs: ms(ds[len(ds)-1])}
+	return Latency{Count: len(ds), P50Ms: ms(quantile(ds, 0.50)), P90Ms: ms(quantile(ds, 0.90)), P99Ms: ms(quantile(ds, 0.99)),
+		P999Ms: ms(quantile(ds, 0.999)), MaxMs: ms(ds[len(ds)-1])}
 }
 
 // sample is one observation of a series over time.

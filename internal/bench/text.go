@@ -116,7 +116,8 @@ func WriteText(w io.Writer, rep Report) error {
 }
 
 func latencyLine(l Latency, unacked int) string {
-	s := fmt.Sprintf("p50 %.2f ms, p99 %.2f ms, max %.2f ms over %s messages", l.P50Ms, l.P99Ms, l.MaxMs, human(float64(l.Count)))
+	s := fmt.Sprintf("p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms over %s messages",
+		l.P50Ms, l.P90Ms, l.P99Ms, l.P999Ms, l.MaxMs, human(float64(l.Count)))
 	if unacked > 0 {
 		s += fmt.Sprintf(", %d NOT acknowledged", unacked)
 	}

@@ -227,6 +227,27 @@ func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p
 		}
 	}
 	cs := &s.cursor
+	if p == nil {
+		// A mark alone: cursor messages are acknowledged in memory, without
+		// waiting for a round trip another claim may have under way.
+		cs.mu.Lock()
+		var marked int64
+		cs.checkLease(s, time.Now())
+		if cs.leader {
+			marked = cs.win.ack(token, seqs)
+		}
+		done := !cs.tableTok[token] && (!cs.leader || s.cursorSaveInterval() >= 0)
+		cs.mu.Unlock()
+		if done {
+			return marked, c, nil
+		}
+		// Table-path messages to mark, or a save with every mark: a round
+		// trip (which finds the cursor messages acknowledged already).
+		cs.db.Lock()
+		defer cs.db.Unlock()
+		n, c, _, err := s.cursorRoundTrip(ctx, token, seqs, p, c)
+		return marked + n, c, err
+	}
 	cs.db.Lock()
 	defer cs.db.Unlock()
 	marked, c, won, err := s.cursorRoundTrip(ctx, token, seqs, p, c)
@@ -268,12 +289,8 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	if cs.owner == "" && p != nil {
 		cs.owner = p.Owner
 	}
-	if leading && now.After(cs.leaseUntil.Add(-cs.lease/10)) {
-		// Nothing renewed the lease in time: another relay may lead by now.
-		s.cfg.Logger.Warn("pgstore: cursor lease not renewed in time; no longer leading", slog.String("schema", s.cfg.Schema))
-		cs.dropLead()
-		leading = false
-	}
+	cs.checkLease(s, now)
+	leading = cs.leader
 	if leading && len(seqs) > 0 {
 		marked = cs.win.ack(token, seqs)
 	}
@@ -428,6 +445,17 @@ func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uui
 	return c
 }
 
+// checkLease gives up the lead if nothing renewed its lease in time:
+// another relay may lead by now (a tenth of the lease before it ends, so
+// that the database, which counts from a later moment, has not let anyone
+// take over yet). cs.mu is held.
+func (cs *cursorState) checkLease(s *Store, now time.Time) {
+	if cs.leader && now.After(cs.leaseUntil.Add(-cs.lease/10)) {
+		s.cfg.Logger.Warn("pgstore: cursor lease not renewed in time; no longer leading", slog.String("schema", s.cfg.Schema))
+		cs.dropLead()
+	}
+}
+
 // dropLead forgets the lead and everything in the window: claims that hold
 // cursor messages are fenced from now on (their marks change nothing).
 // cs.mu is held.
@@ -544,6 +572,13 @@ func (s *Store) Resign(ctx context.Context) error {
 	}
 	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", pos))
 	return nil
+}
+
+// MarksInMemory implements [store.MemoryMarker]: true while the store leads
+// the cursor, whose MarkSent of cursor messages is answered from memory.
+func (s *Store) MarksInMemory() bool {
+	leading, _ := s.Leading()
+	return leading
 }
 
 // Leading reports whether this store leads the outbox's cursor (cursor

@@ -134,10 +134,11 @@ type Store struct {
 
 // Compile-time proof that Store is a full store backend.
 var (
-	_ store.Queue       = (*Store)(nil)
-	_ store.Notifier    = (*Store)(nil)
-	_ store.MarkClaimer = (*Store)(nil)
-	_ store.Resigner    = (*Store)(nil)
+	_ store.Queue        = (*Store)(nil)
+	_ store.Notifier     = (*Store)(nil)
+	_ store.MarkClaimer  = (*Store)(nil)
+	_ store.Resigner     = (*Store)(nil)
+	_ store.MemoryMarker = (*Store)(nil)
 )
 
 // queries are the rendered SQL texts, with the schema filled in.
