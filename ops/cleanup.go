@@ -11,8 +11,9 @@ import (
 // CleanupConfig configures [Ops.Cleanup].
 type CleanupConfig struct {
 	// OlderThan is the retention: SENT messages published more than
-	// OlderThan ago (by the database clock) are deleted. Required; at
-	// least a minute.
+	// OlderThan ago (by the database clock) are deleted, and in cursor
+	// mode the QUEUED messages the cursor passed that were created that
+	// long ago. Required; at least a minute.
 	OlderThan time.Duration
 	// BatchSize is the most rows one DELETE removes; each batch is a
 	// short transaction of its own. Defaults to 5,000.
@@ -40,8 +41,12 @@ const (
 type CleanupResult struct {
 	// Cutoff is the database time before which messages were deleted.
 	Cutoff time.Time
-	// Sent and Discarded count the deleted messages by status.
+	// Sent and Discarded count the deleted messages by status. Sent
+	// includes Queued.
 	Sent, Discarded int64
+	// Queued counts the deleted QUEUED messages of cursor mode, which
+	// were SENT: the cursor had passed them.
+	Queued int64
 	// Batches counts the DELETE statements that removed rows.
 	Batches int
 }
@@ -74,6 +79,14 @@ func (c CleanupConfig) validate() error {
 // keeps claiming and marking throughout. PENDING, IN_FLIGHT, FAILED and
 // DEAD_LETTER messages are never deleted.
 //
+// In cursor mode (and after it) it then deletes the QUEUED messages at or
+// below the cursor's position, which are SENT, created more than
+// cfg.OlderThan ago: they have no publish time, and a message is sent
+// after it is created. No index holds them, so it walks the primary key
+// from the lowest seq in steps of cfg.BatchSize rows and stops at the first
+// message created after the cutoff; it never reads or deletes a message
+// above the position (unsent).
+//
 // When ctx ends, Cleanup stops after the current batch and returns what it
 // deleted with ctx's error; what was deleted stays deleted. A run that
 // deleted anything is recorded in the audit log (action "cleanup").
@@ -90,10 +103,14 @@ func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, er
 	if runErr == nil && cfg.IncludeDiscarded {
 		runErr = o.cleanupStatus(ctx, cfg, o.q.cleanupDiscarded, &res, &res.Discarded)
 	}
+	if runErr == nil {
+		runErr = o.cleanupQueued(ctx, cfg, &res)
+	}
 	if res.Sent+res.Discarded > 0 {
 		filter, _ := json.Marshal(map[string]any{
 			"olderThan": cfg.OlderThan.String(), "cutoff": res.Cutoff,
 			"includeDiscarded": cfg.IncludeDiscarded, "sent": res.Sent, "discarded": res.Discarded,
+			"queued": res.Queued,
 		})
 		auditCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -102,7 +119,8 @@ func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, er
 		}
 	}
 	attrs := []any{slog.Time("cutoff", res.Cutoff), slog.Int64("sent_deleted", res.Sent),
-		slog.Int64("discarded_deleted", res.Discarded), slog.Int("batches", res.Batches)}
+		slog.Int64("queued_deleted", res.Queued), slog.Int64("discarded_deleted", res.Discarded),
+		slog.Int("batches", res.Batches)}
 	if runErr != nil {
 		o.log.Warn("cleanup stopped", append(attrs, slog.Any("error", runErr))...)
 		return res, fmt.Errorf("ops: cleanup: %w", runErr)
@@ -130,20 +148,68 @@ func (o *Ops) cleanupStatus(ctx context.Context, cfg CleanupConfig, sql string, 
 			return nil
 		}
 		*n += deleted
-		res.Batches++
 		from = *newest
-		if cfg.OnBatch != nil {
-			cfg.OnBatch(deleted)
+		if err := res.batchDone(ctx, cfg, deleted); err != nil {
+			return err
 		}
-		if cfg.Pause > 0 {
-			t := time.NewTimer(cfg.Pause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
+	}
+}
+
+// cleanupQueued deletes the QUEUED messages the cursor passed that were
+// created before res.Cutoff (queries/cleanup_queued.sql), a step of at most
+// cfg.BatchSize rows at a time from the lowest seq, until a step reaches
+// the first message created after the cutoff or the position. Without a
+// cursor the first step finds nothing.
+func (o *Ops) cleanupQueued(ctx context.Context, cfg CleanupConfig, res *CleanupResult) error {
+	var after int64 // keyset: the last seq scanned so far
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var (
+			deleted, scanned int64
+			last             *int64
+			edge             *bool
+		)
+		if err := o.pool.QueryRow(ctx, o.q.cleanupQueued, res.Cutoff, after, cfg.BatchSize).Scan(&deleted, &scanned, &last, &edge); err != nil {
+			return fmt.Errorf("cursor-sent messages: %w", err)
+		}
+		if deleted > 0 {
+			res.Sent += deleted
+			res.Queued += deleted
+			if err := res.batchDone(ctx, cfg, deleted); err != nil {
+				return err
 			}
 		}
+		if scanned < int64(cfg.BatchSize) || deref(edge) || last == nil {
+			return nil
+		}
+		after = *last
+	}
+}
+
+// batchDone counts a batch that deleted rows, reports it and pauses.
+func (res *CleanupResult) batchDone(ctx context.Context, cfg CleanupConfig, deleted int64) error {
+	res.Batches++
+	if cfg.OnBatch != nil {
+		cfg.OnBatch(deleted)
+	}
+	return sleep(ctx, cfg.Pause)
+}
+
+// sleep waits for d, or until ctx ends and then returns its error. It
+// returns at once for d <= 0.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

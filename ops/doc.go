@@ -12,12 +12,13 @@
 //
 // # Statistics
 //
-// [Ops.Stats] reads, in one round trip, the messages per status, the age of
-// the oldest unsent message, the aggregates blocked by a dead letter, the
-// event types that fail most, and how many messages were sent in the last
-// minute. Every figure comes from a partial index or from the unsent rows,
-// so a scrape costs in proportion to the backlog, not to the table; the
-// SENT count is PostgreSQL's estimate unless Config.ExactSentCount.
+// [Ops.Stats] reads, in one round trip (two in cursor mode), the messages
+// per status, the age of the oldest unsent message, the aggregates blocked
+// by a dead letter, the event types that fail most, how many messages were
+// sent in the last minute, and in cursor mode the cursor's state. Every
+// figure comes from a partial index or from the unsent rows, so a scrape
+// costs in proportion to the backlog, not to the table; the SENT count is
+// PostgreSQL's estimate unless Config.ExactSentCount.
 //
 // # Dead letters
 //
@@ -48,4 +49,21 @@
 // publishing; it never deletes unsent messages or dead letters, and deletes
 // discarded ones only when asked. [Ops.CleanupEvery] runs it periodically.
 // See docs/operations.md for the runbook and for autovacuum settings.
+//
+// # Cursor mode
+//
+// In cursor mode (pgstore's EnableCursor, "outbox cursor enable") new
+// messages are stored as QUEUED and their rows are not changed when they
+// are published: one relay, the leader, reads them in seq order and saves
+// its position in outbox_cursor. A QUEUED message is SENT once the position
+// passed it (seq <= position) and PENDING before; it has no published_at.
+// Every tool treats it so: [Ops.Stats] counts the unsent ones as PENDING
+// (and in the oldest unsent message's age) and the passed ones as SENT,
+// and reports the cursor itself in [Stats].Cursor ([Ops.Cursor] reads only
+// that: mode, position, leader, lease, lag); [Ops.Cleanup] deletes passed
+// ones by their created_at; [Ops.MaintainPartitions] keeps a partition
+// that holds an unsent one; [Ops.Republish] republishes passed ones. A
+// QUEUED message whose publish failed leaves cursor mode for the table
+// path (FAILED, DEAD_LETTER, the later messages of its aggregate PENDING),
+// where the dead-letter tools work as in claim mode.
 package ops

@@ -32,6 +32,26 @@ func ExampleOps_Stats() {
 		s.Counts["PENDING"], s.Counts["DEAD_LETTER"], s.OldestUnsentAge, s.BlockedAggregates)
 }
 
+// Check the cursor of an outbox in cursor mode: who leads it and how far it
+// is behind.
+func ExampleOps_Cursor() {
+	ctx := context.Background()
+	var o *ops.Ops // from ops.New
+	c, err := o.Cursor(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if c.Mode != ops.ModeCursor {
+		fmt.Println("claim mode")
+		return
+	}
+	if !c.Leading {
+		fmt.Println("no relay leads the cursor: start one")
+	}
+	fmt.Printf("position %d, saved %s ago; %d message(s) waiting, the oldest %s old\n",
+		c.Position, c.At.Sub(c.SavedAt), c.LagMessages, c.LagAge)
+}
+
 // Replay the dead letters of one event type after fixing their cause, and
 // discard one that can never be published.
 func ExampleOps_Replay() {

@@ -1,10 +1,14 @@
 package ops
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // QueriesForExplain exposes the rendered statements, with sample
-// arguments, to the plan test.
-func (o *Ops) QueriesForExplain() map[string]struct {
+// arguments, to the plan test; position is the cursor's.
+func (o *Ops) QueriesForExplain(position int64) map[string]struct {
 	SQL  string
 	Args []any
 } {
@@ -13,18 +17,37 @@ func (o *Ops) QueriesForExplain() map[string]struct {
 		Args []any
 	}
 	return map[string]q{
-		"stats_counts":      {o.q.statsCounts, nil},
-		"stats_discarded":   {o.q.statsDiscarded, nil},
-		"stats_head":        {o.q.statsHead, nil},
-		"stats_blocked":     {o.q.statsBlocked, []any{10}},
-		"stats_failing":     {o.q.statsFailing, []any{10}},
-		"dlq_list":          {o.q.dlqList, []any{"", "", "", sinceOrMin(zeroTime), int64(0), nil}},
-		"cleanup_sent":      {o.q.cleanupSent, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
-		"cleanup_discarded": {o.q.cleanupDiscarded, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
-		"republish_batch":   {o.q.republishBatch, []any{int64(100), int64(200), sinceOrMin(zeroTime), "", "", 100}},
+		"stats_counts":               {o.q.statsCounts, nil},
+		"stats_discarded":            {o.q.statsDiscarded, nil},
+		"stats_head":                 {o.q.statsHead, nil},
+		"stats_blocked":              {o.q.statsBlocked, []any{10}},
+		"stats_failing":              {o.q.statsFailing, []any{10}},
+		"dlq_list":                   {o.q.dlqList, []any{"", "", "", sinceOrMin(zeroTime), int64(0), nil}},
+		"cleanup_sent":               {o.q.cleanupSent, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
+		"cleanup_discarded":          {o.q.cleanupDiscarded, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
+		"republish_batch":            {o.q.republishBatch, []any{int64(100), int64(200), sinceOrMin(zeroTime), "", "", 100}},
+		"stats_cursor":               {o.q.statsCursor, nil},
+		"stats_cursor_sent_estimate": {o.q.statsCursorSentEstimate, []any{o.Schema()}},
+		"stats_cursor_lag":           {o.q.statsCursorLag, []any{position}},
+		"stats_cursor_passed":        {o.q.statsCursorPassed, []any{position - 1000, position}},
+		"cleanup_queued":             {o.q.cleanupQueued, []any{nowMinus30d(), int64(0), 5000}},
+		"select_by_ids":              {o.q.selectByIDs, []any{[]uuid.UUID{uuid.New()}}},
 	}
 }
 
 var zeroTime time.Time
 
 func nowMinus30d() time.Time { return time.Now().Add(-30 * 24 * time.Hour) }
+
+// AgeCursorSamples makes the cursor samples of earlier Stats calls d older,
+// as if those calls had been made d earlier, so that a test need not wait a
+// minute for Stats.CursorSentLastMinute.
+func (o *Ops) AgeCursorSamples(d time.Duration) {
+	cs := &o.cursorSamples
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for i := range cs.samples {
+		cs.samples[i].at = cs.samples[i].at.Add(-d)
+		cs.samples[i].local = cs.samples[i].local.Add(-d)
+	}
+}

@@ -91,14 +91,20 @@ type Ops struct {
 	cfg   Config
 	log   *slog.Logger
 	q     queries
+
+	// cursorSamples are where recent Stats saw the cursor, for its
+	// throughput (Stats.CursorSentLastMinute).
+	cursorSamples cursorSamples
 }
 
 type queries struct {
 	statsCounts, statsDiscarded, statsSentEstimate, statsSentExact, statsHead, statsBlocked, statsFailing string
 
+	statsCursor, statsCursorLag, statsCursorSentEstimate, statsCursorSentExact, statsCursorPassed string
+
 	dlqList, dlqAttempts, dlqExtra, auditForMessage, auditInsert, replay, discard, selectByIDs string
 
-	cleanupSent, cleanupDiscarded, cleanupCutoff string
+	cleanupSent, cleanupDiscarded, cleanupQueued, cleanupCutoff string
 
 	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
 
@@ -140,6 +146,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.statsHead, "stats_head.sql"},
 		{&o.q.statsBlocked, "stats_blocked.sql"},
 		{&o.q.statsFailing, "stats_failing.sql"},
+		{&o.q.statsCursor, "stats_cursor.sql"},
+		{&o.q.statsCursorLag, "stats_cursor_lag.sql"},
+		{&o.q.statsCursorSentEstimate, "stats_cursor_sent_estimate.sql"},
+		{&o.q.statsCursorSentExact, "stats_cursor_sent_exact.sql"},
+		{&o.q.statsCursorPassed, "stats_cursor_passed.sql"},
 		{&o.q.dlqList, "dlq_list.sql"},
 		{&o.q.dlqAttempts, "dlq_attempts.sql"},
 		{&o.q.dlqExtra, "dlq_extra.sql"},
@@ -150,6 +161,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.selectByIDs, "select_by_ids.sql"},
 		{&o.q.cleanupSent, "cleanup_sent.sql"},
 		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
+		{&o.q.cleanupQueued, "cleanup_queued.sql"},
 		{&o.q.cleanupCutoff, "cleanup_cutoff.sql"},
 		{&o.q.cursorGet, "republish_cursor_get.sql"},
 		{&o.q.cursorCreate, "republish_cursor_create.sql"},

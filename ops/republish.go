@@ -125,6 +125,11 @@ type cursor struct {
 // already processed as a duplicate; a consumer rebuilding from an empty
 // state processes each once.
 //
+// In cursor mode the QUEUED messages at or below the cursor's position are
+// SENT messages and are republished like the others; those above it are
+// not sent yet and are skipped (a resumed run takes those the cursor passed
+// meanwhile, as it takes PENDING messages that were marked SENT meanwhile).
+//
 // Progress is saved after every batch in a cursor row named cfg.Name: a run
 // stopped by a crash, a signal (ctx) or a publish error is continued by
 // calling Republish again with the same config; messages of the batch in
@@ -321,16 +326,5 @@ func newPacer(rate float64) *pacer { return &pacer{rate: rate, start: time.Now()
 func (p *pacer) wait(ctx context.Context, n int) error {
 	due := p.start.Add(time.Duration(p.sent / p.rate * float64(time.Second)))
 	p.sent += float64(n)
-	d := time.Until(due)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, time.Until(due))
 }

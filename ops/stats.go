@@ -13,23 +13,30 @@ import (
 
 // Stats is a snapshot of an outbox, cheap enough to read on every
 // Prometheus scrape or status page view: each figure comes from a partial
-// index or from the few unsent rows, never from a scan of the SENT history
-// (unless Config.ExactSentCount).
+// index or from the few unsent rows (in cursor mode, a range scan of the
+// primary key above the cursor's position), never from a scan of the SENT
+// history (unless Config.ExactSentCount).
+//
+// In cursor mode (pgstore's EnableCursor) a message is stored as QUEUED and
+// counts as SENT once the cursor's saved position passed it and as PENDING
+// before; Cursor has the cursor's state.
 type Stats struct {
 	// At is the database clock when the snapshot was read.
 	At time.Time
 	// Counts are the messages per status, with every status in
 	// [Statuses] present (0 when none). All are exact except SENT, which
 	// is PostgreSQL's estimate unless Config.ExactSentCount (see
-	// SentEstimated).
+	// SentEstimated). PENDING includes the unsent QUEUED messages
+	// (Cursor.LagMessages), SENT the QUEUED ones the cursor passed
+	// (CursorSent).
 	Counts map[outbox.Status]int64
-	// SentEstimated is true when Counts[SENT] is an estimate (the row
+	// SentEstimated is true when Counts[SENT] is an estimate: the row
 	// count that autovacuum's last ANALYZE or VACUUM of the partial index
-	// outbox_messages_sent recorded).
+	// outbox_messages_sent recorded, plus CursorSent's estimate.
 	SentEstimated bool
-	// OldestUnsentAt is when the oldest unsent message (PENDING, FAILED or
-	// IN_FLIGHT; the first in seq order) was created. Zero when there is
-	// none.
+	// OldestUnsentAt is when the oldest unsent message (PENDING, FAILED,
+	// IN_FLIGHT, or QUEUED above the cursor's position; the first in seq
+	// order) was created. Zero when there is none.
 	OldestUnsentAt time.Time
 	// OldestUnsentAge is At minus OldestUnsentAt: how far the relay is
 	// behind. 0 when nothing is unsent.
@@ -44,9 +51,31 @@ type Stats struct {
 	// TopFailing lists up to Config.Top event types with FAILED or
 	// DEAD_LETTER messages, most first.
 	TopFailing []FailingEventType
-	// SentLastMinute counts the messages marked SENT in the minute before
-	// At: the relay's recent throughput, across all relays.
+	// SentLastMinute counts the messages sent in the minute before At, a
+	// minute of the relays' throughput: those marked SENT then (claim mode,
+	// and the table path in cursor mode), plus CursorSentLastMinute when it
+	// is known.
 	SentLastMinute int64
+
+	// Cursor is the state of the cursor of cursor mode and its lag;
+	// Cursor.Mode is the outbox's relay mode. Cursor.Present is false for
+	// an outbox that was never in cursor mode.
+	Cursor CursorState
+	// CursorSent counts the QUEUED messages at or below the cursor's
+	// position: they are SENT, and included in Counts[SENT]. The cursor
+	// records no publish time for them, and no index holds them, so the
+	// count is derived from PostgreSQL's statistics (the table's row
+	// estimate minus the partial indexes', which hold every other status,
+	// minus Cursor.LagMessages) unless Config.ExactSentCount, which counts
+	// them along the primary key up to the position.
+	CursorSent int64
+	// CursorSentLastMinute is the cursor's throughput: the QUEUED messages
+	// it passed per minute since an earlier Stats of the same Ops, the
+	// newest one at least a minute before (and at most five), scaled to
+	// one minute. It is included in SentLastMinute. -1 when unknown (the
+	// Ops has no such earlier Stats, as in a one-off "outbox stats"); 0
+	// without a cursor.
+	CursorSentLastMinute int64
 }
 
 // BlockedAggregate is an aggregate held back by a dead letter.
@@ -68,7 +97,10 @@ type FailingEventType struct {
 	Failed, DeadLetter int64
 }
 
-// Stats reads a snapshot of the outbox in one round trip.
+// Stats reads a snapshot of the outbox in one round trip; a second one reads
+// the cursor's lag in cursor mode (with the position the first one read, so
+// that it is planned as the range scan it is), and counts SENT messages
+// when they must be counted exactly.
 func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{Counts: make(map[outbox.Status]int64, len(Statuses))}
 	for _, st := range Statuses {
@@ -92,12 +124,16 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		s.Counts[StatusDiscarded] = n
 		return err
 	})
-	var sentEstimate int64 = -1
+	var sentEstimate, queuedEstimate int64 = -1, -1
 	if !o.cfg.ExactSentCount {
 		b.Queue(o.q.statsSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&sentEstimate)
 		})
+		b.Queue(o.q.statsCursorSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&queuedEstimate)
+		})
 	}
+	o.queueCursor(b, &s.Cursor)
 	var oldest *time.Time
 	b.Queue(o.q.statsHead).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&s.At, &oldest, &s.SentLastMinute)
@@ -129,23 +165,79 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stats{}, fmt.Errorf("ops: stats: %w", err)
 	}
-	// The estimate is unknown (-1) until the index was first vacuumed or
-	// analyzed; count then, as a fresh or small outbox is cheap to count.
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStatsMore(b, &s, sentEstimate, queuedEstimate) }); err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+	}
+	o.addCursor(&s, queuedEstimate)
+	if oldest != nil && (s.OldestUnsentAt.IsZero() || oldest.Before(s.OldestUnsentAt)) {
+		s.OldestUnsentAt = *oldest
+	}
+	if !s.OldestUnsentAt.IsZero() {
+		s.OldestUnsentAge = max(s.At.Sub(s.OldestUnsentAt), 0)
+	}
+	return s, nil
+}
+
+// queueStatsMore queues what Stats reads after its first round trip: the
+// SENT count when sentEstimate is unknown (-1: the index was never vacuumed
+// or analyzed, and a fresh or small outbox is cheap to count), and in
+// cursor mode the cursor's lag, the messages it passed since an earlier
+// Stats (its throughput), and those it passed in all when queuedEstimate
+// (the QUEUED rows as the statistics know them) is unknown; addCursor
+// completes the figures after the round trip.
+func (o *Ops) queueStatsMore(b *pgx.Batch, s *Stats, sentEstimate, queuedEstimate int64) {
 	if sentEstimate >= 0 {
 		s.Counts[outbox.StatusSent] = sentEstimate
 		s.SentEstimated = true
 	} else {
-		var n int64
-		if err := o.pool.QueryRow(ctx, o.q.statsSentExact).Scan(&n); err != nil {
-			return Stats{}, fmt.Errorf("ops: stats: count SENT: %w", err)
-		}
-		s.Counts[outbox.StatusSent] = n
+		b.Queue(o.q.statsSentExact).QueryRow(func(row pgx.Row) error {
+			var n int64
+			err := row.Scan(&n)
+			s.Counts[outbox.StatusSent] += n
+			return err
+		})
 	}
-	if oldest != nil {
-		s.OldestUnsentAt = *oldest
-		s.OldestUnsentAge = max(s.At.Sub(*oldest), 0)
+	c := &s.Cursor
+	if !c.Present {
+		return
 	}
-	return s, nil
+	o.queueCursorLag(b, c)
+	if queuedEstimate < 0 {
+		b.Queue(o.q.statsCursorSentExact, c.Position).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&s.CursorSent)
+			s.Counts[outbox.StatusSent] += s.CursorSent
+			return err
+		})
+	}
+	s.CursorSentLastMinute = -1
+	if base, ok := o.cursorSamples.base(time.Now()); ok {
+		b.Queue(o.q.statsCursorPassed, base.position, c.Position).QueryRow(func(row pgx.Row) error {
+			var passed int64
+			err := row.Scan(&passed)
+			s.CursorSentLastMinute = perMinute(passed, c.At.Sub(base.at))
+			s.SentLastMinute += s.CursorSentLastMinute
+			return err
+		})
+	}
+}
+
+// addCursor adds the cursor's lag (read by queueStatsMore) to the unsent
+// figures of s, and the messages it passed to SENT by the statistics'
+// queuedEstimate, unless that was unknown (-1) and they were counted. It
+// records where the cursor is for a later Stats.
+func (o *Ops) addCursor(s *Stats, queuedEstimate int64) {
+	c := s.Cursor
+	if !c.Present {
+		return
+	}
+	s.Counts[outbox.StatusPending] += c.LagMessages
+	s.OldestUnsentAt = c.OldestUnsentAt
+	if queuedEstimate >= 0 {
+		s.CursorSent = max(queuedEstimate-c.LagMessages, 0)
+		s.Counts[outbox.StatusSent] += s.CursorSent
+		s.SentEstimated = true
+	}
+	o.cursorSamples.add(cursorSample{at: c.At, local: time.Now(), position: c.Position})
 }
 
 func deref[T any](p *T) T {

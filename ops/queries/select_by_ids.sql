@@ -1,8 +1,13 @@
 -- Ops.Replay and Ops.Discard by id: the seq and status of each message, by
--- the unique index on id.
+-- the unique index on id. A QUEUED message (cursor mode) is reported as
+-- SENT or PENDING by the cursor's position, as pgstore's get.sql does, so
+-- that a refusal names the status an operator knows.
 --
 -- $1 ids.
-SELECT id, seq, status
-FROM {{schema}}.outbox_messages
-WHERE id = ANY ($1::uuid[])
-ORDER BY seq
+SELECT m.id, m.seq,
+       CASE WHEN m.status <> 'QUEUED' THEN m.status
+            WHEN m.seq <= (SELECT c.position FROM {{schema}}.outbox_cursor c) THEN 'SENT'
+            ELSE 'PENDING' END
+FROM {{schema}}.outbox_messages m
+WHERE m.id = ANY ($1::uuid[])
+ORDER BY m.seq

@@ -1,0 +1,215 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Mode is an outbox's relay mode.
+type Mode string
+
+// The relay modes (see pgstore's EnableCursor).
+const (
+	// ModeClaim: relays claim each message and mark it SENT (the default).
+	ModeClaim Mode = "claim"
+	// ModeCursor: new messages are QUEUED, and one relay, the leader,
+	// reads them in seq order and keeps its place in outbox_cursor.
+	ModeCursor Mode = "cursor"
+)
+
+// CursorState is the cursor of cursor mode and its lag, as [Ops.Cursor]
+// and [Ops.Stats] read it.
+//
+// In cursor mode a message is stored as QUEUED and its row is not changed
+// when it is published: it is SENT once the cursor's saved position passed
+// it (seq <= Position) and unsent before. The position is saved by the
+// leading relay every pgstore.Config.CursorSaveInterval (100 ms) while it
+// moves, so the figures here are as of SavedAt: messages acknowledged
+// since count as unsent for that long, and messages the leader holds
+// leased count as unsent (PENDING), not IN_FLIGHT.
+type CursorState struct {
+	// At is the database clock when the state was read.
+	At time.Time
+	// Mode is ModeCursor while cursor mode is on, else ModeClaim.
+	Mode Mode
+	// Present is true once cursor mode was turned on: outbox_cursor has
+	// its row. It stays after DisableCursor (Mode is ModeClaim again), so
+	// that the QUEUED messages at or below Position still count as SENT.
+	// Without it there are no QUEUED messages, and the fields below are
+	// zero.
+	Present bool
+	// Position is the saved position: every QUEUED message with a seq at
+	// or below it was published, or moved to the table path (PENDING,
+	// FAILED, DEAD_LETTER, claimed as in claim mode).
+	Position int64
+	// SavedAt is when the leader last saved Position (it also renews its
+	// lease then, at least every third of the lease).
+	SavedAt time.Time
+	// EnabledAt is when cursor mode was last turned on.
+	EnabledAt time.Time
+	// Leader is the relay (its lease owner) that holds, or last held, the
+	// cursor's lease, and LeaseExpiresAt when that lease ends or ended;
+	// both zero when no relay took it since cursor mode was turned on or
+	// since the last leader resigned.
+	Leader         string
+	LeaseExpiresAt time.Time
+	// Leading is true while Leader's lease has not expired: a relay reads
+	// and publishes the QUEUED messages. Without a leader nothing passes
+	// the position.
+	Leading bool
+	// LagMessages counts the unsent QUEUED messages (seq above Position).
+	// They are included in Stats.Counts[PENDING].
+	LagMessages int64
+	// OldestUnsentAt is when the first of them in seq order was created;
+	// zero when there is none. LagAge is At minus it: how far the cursor
+	// is behind (0 when nothing waits).
+	OldestUnsentAt time.Time
+	LagAge         time.Duration
+}
+
+// Cursor reads the state of the outbox's cursor and its lag: the one row of
+// outbox_cursor, then, if there is one, a range scan of the primary key
+// above the position (it costs in proportion to the lag). In claim mode,
+// with cursor mode never used, it returns Mode ModeClaim and Present false.
+func (o *Ops) Cursor(ctx context.Context) (CursorState, error) {
+	var c CursorState
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
+		return CursorState{}, fmt.Errorf("ops: cursor: %w", err)
+	}
+	if !c.Present {
+		return c, nil
+	}
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursorLag(b, &c) }); err != nil {
+		return CursorState{}, fmt.Errorf("ops: cursor lag: %w", err)
+	}
+	return c, nil
+}
+
+// sendBatch sends the statements that queue adds in one round trip, if it
+// adds any.
+func (o *Ops) sendBatch(ctx context.Context, queue func(*pgx.Batch)) error {
+	b := &pgx.Batch{}
+	queue(b)
+	if b.Len() == 0 {
+		return nil
+	}
+	return o.pool.SendBatch(ctx, b).Close()
+}
+
+// queueCursor queues stats_cursor.sql, which fills c but for its lag.
+func (o *Ops) queueCursor(b *pgx.Batch, c *CursorState) {
+	b.Queue(o.q.statsCursor).QueryRow(func(row pgx.Row) error {
+		var (
+			active                   *bool
+			position                 *int64
+			leader                   *string
+			leaseEnd, saved, enabled *time.Time
+		)
+		if err := row.Scan(&c.At, &active, &position, &leader, &leaseEnd, &c.Leading, &saved, &enabled); err != nil {
+			return err
+		}
+		c.Present = active != nil
+		c.Mode = ModeClaim
+		if deref(active) {
+			c.Mode = ModeCursor
+		}
+		c.Position, c.Leader = deref(position), deref(leader)
+		c.LeaseExpiresAt, c.SavedAt, c.EnabledAt = deref(leaseEnd), deref(saved), deref(enabled)
+		return nil
+	})
+}
+
+// queueCursorLag queues stats_cursor_lag.sql, which fills c's lag above
+// c.Position.
+func (o *Ops) queueCursorLag(b *pgx.Batch, c *CursorState) {
+	b.Queue(o.q.statsCursorLag, c.Position).QueryRow(func(row pgx.Row) error {
+		var oldest *time.Time
+		if err := row.Scan(&c.LagMessages, &oldest); err != nil {
+			return err
+		}
+		if oldest != nil {
+			c.OldestUnsentAt = *oldest
+			c.LagAge = max(c.At.Sub(*oldest), 0)
+		}
+		return nil
+	})
+}
+
+// cursorPosition returns the cursor's saved position, or nil without a
+// cursor.
+func (o *Ops) cursorPosition(ctx context.Context) (*int64, error) {
+	var c CursorState
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
+		return nil, fmt.Errorf("read the cursor: %w", err)
+	}
+	if !c.Present {
+		return nil, nil
+	}
+	return &c.Position, nil
+}
+
+// Bounds of the cursor samples that Stats' SentLastMinute is measured
+// against: the newest sample at least cursorRateWindow old is used, if it
+// is at most cursorSampleMaxAge old.
+const (
+	cursorRateWindow   = time.Minute
+	cursorSampleMaxAge = 5 * time.Minute
+)
+
+// cursorSample is where an earlier Stats of this Ops saw the cursor.
+type cursorSample struct {
+	at       time.Time // the database clock (Stats.At)
+	local    time.Time // the local clock, to choose a sample before the round trip
+	position int64
+}
+
+// cursorSamples are the recent cursor samples of an Ops, oldest first.
+type cursorSamples struct {
+	mu      sync.Mutex
+	samples []cursorSample
+}
+
+// base returns the sample to measure the last minute's throughput against.
+func (cs *cursorSamples) base(now time.Time) (cursorSample, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for i := len(cs.samples) - 1; i >= 0; i-- {
+		s := cs.samples[i]
+		age := now.Sub(s.local)
+		if age >= cursorRateWindow {
+			return s, age <= cursorSampleMaxAge
+		}
+	}
+	return cursorSample{}, false
+}
+
+// add records a sample, unless one was recorded less than
+// cursorSampleEvery ago, and forgets those too old to be used.
+func (cs *cursorSamples) add(s cursorSample) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if n := len(cs.samples); n > 0 && s.local.Sub(cs.samples[n-1].local) < cursorSampleEvery {
+		return
+	}
+	i := 0
+	for i < len(cs.samples) && s.local.Sub(cs.samples[i].local) > cursorSampleMaxAge {
+		i++
+	}
+	cs.samples = append(cs.samples[i:], s)
+}
+
+// cursorSampleEvery spaces the samples kept, so that they stay few (at most
+// cursorSampleMaxAge / cursorSampleEvery) however often Stats is called.
+const cursorSampleEvery = 5 * time.Second
+
+// perMinute scales n messages over d to a minute.
+func perMinute(n int64, d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(float64(n)*float64(time.Minute)/float64(d) + 0.5)
+}

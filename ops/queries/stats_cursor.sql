@@ -1,0 +1,9 @@
+-- Ops.Stats and Ops.Cursor: the cursor of cursor mode (pgstore's
+-- EnableCursor), the one row of outbox_cursor, by the database clock. No
+-- row (cursor mode was never on): every column but now() is NULL. leading:
+-- a relay holds the cursor's lease now. The lag above the position is read
+-- next, with the position as a parameter (stats_cursor_lag.sql).
+SELECT now(), c.active, c.position, c.lease_owner, c.lease_expires_at,
+       coalesce(c.lease_expires_at > now(), false), c.saved_at, c.enabled_at
+FROM (SELECT) AS one
+LEFT JOIN (SELECT * FROM {{schema}}.outbox_cursor LIMIT 1) AS c ON true
