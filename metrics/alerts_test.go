@@ -51,7 +51,7 @@ func TestAlertRules_UseExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"OutboxDeadLetters", "OutboxOldestUnsentTooOld", "OutboxRelayNotPublishing"} {
+	for _, want := range []string{"OutboxDeadLetters", "OutboxOldestUnsentTooOld", "OutboxRelayNotPublishing", "OutboxCursorStalled"} {
 		if !strings.Contains(string(raw), "alert: "+want) {
 			t.Errorf("deploy/alerts.yml lacks %s", want)
 		}

@@ -13,9 +13,18 @@
 //	relay_commit_to_ack_seconds        histogram from the message's creation to its SENT mark
 //	relay_last_published_timestamp_seconds gauge  when the relay last marked a message SENT
 //	messages{status}                   gauge     messages in the table by status
-//	oldest_unsent_age_seconds          gauge     age of the oldest PENDING, FAILED or IN_FLIGHT message
+//	oldest_unsent_age_seconds          gauge     age of the oldest PENDING, FAILED or IN_FLIGHT message (or unsent QUEUED one)
 //	blocked_aggregates                 gauge     aggregates whose head is a dead letter with messages waiting behind it
+//	cursor_active                      gauge     1 while the outbox is in cursor mode (pgstore's EnableCursor)
+//	cursor_position                    gauge     the cursor's saved position: QUEUED messages up to this seq are sent
+//	cursor_leading                     gauge     1 while a relay holds the cursor's lease (reads and publishes QUEUED messages)
+//	cursor_saved_age_seconds           gauge     time since the leader last saved the position (it does so at least every third of its lease)
+//	cursor_lag_messages                gauge     QUEUED messages above the position: not sent yet (as of the last save)
+//	cursor_lag_seconds                 gauge     age of the oldest of them
 //	scrape_errors_total                counter   failed reads of the table's state
+//
+// In cursor mode the unsent QUEUED messages are also in messages{status="PENDING"} and in
+// oldest_unsent_age_seconds, and the QUEUED messages the cursor passed in messages{status="SENT"}.
 package metrics
 
 import (
@@ -110,6 +119,27 @@ type Snapshot struct {
 	OldestUnsentAge time.Duration
 	// BlockedAggregates counts aggregates waiting behind a dead letter.
 	BlockedAggregates int64
+	// Cursor is the cursor of cursor mode; the zero value for an outbox
+	// in claim mode.
+	Cursor CursorSnapshot
+}
+
+// CursorSnapshot is the state of the cursor of cursor mode (ops.Stats'
+// Cursor) that the cursor_* gauges export.
+type CursorSnapshot struct {
+	// Active is true while the outbox is in cursor mode.
+	Active bool
+	// Position is the cursor's saved position.
+	Position int64
+	// Leading is true while a relay holds the cursor's lease.
+	Leading bool
+	// SavedAge is the time since the position was last saved; 0 without
+	// a cursor.
+	SavedAge time.Duration
+	// LagMessages counts the QUEUED messages above the position, and
+	// LagAge is the age of the oldest of them (0 when none).
+	LagMessages int64
+	LagAge      time.Duration
 }
 
 // SnapshotFunc reads the table's state; it is called on every scrape.
@@ -124,7 +154,41 @@ type tableCollector struct {
 	timeout time.Duration
 
 	messages, oldest, blocked *prometheus.Desc
+	cursor                    []cursorGauge
 	errors                    prometheus.Counter
+}
+
+// cursorGauge is one of the cursor_* gauges and how a snapshot gives its
+// value.
+type cursorGauge struct {
+	desc  *prometheus.Desc
+	value func(CursorSnapshot) float64
+}
+
+func newCursorGauges() []cursorGauge {
+	gauge := func(name, help string, value func(CursorSnapshot) float64) cursorGauge {
+		return cursorGauge{prometheus.NewDesc("outbox_cursor_"+name, help, nil, nil), value}
+	}
+	return []cursorGauge{
+		gauge("active", "1 while the outbox is in cursor mode.", func(c CursorSnapshot) float64 { return boolGauge(c.Active) }),
+		gauge("position", "The cursor's saved position: every QUEUED message up to this seq is sent.",
+			func(c CursorSnapshot) float64 { return float64(c.Position) }),
+		gauge("leading", "1 while a relay holds the cursor's lease and publishes the QUEUED messages.",
+			func(c CursorSnapshot) float64 { return boolGauge(c.Leading) }),
+		gauge("saved_age_seconds", "Time since the leading relay last saved the cursor's position; 0 without a cursor.",
+			func(c CursorSnapshot) float64 { return c.SavedAge.Seconds() }),
+		gauge("lag_messages", "QUEUED messages above the cursor's position: not sent yet, as of its last save.",
+			func(c CursorSnapshot) float64 { return float64(c.LagMessages) }),
+		gauge("lag_seconds", "Age of the oldest QUEUED message above the cursor's position; 0 when none.",
+			func(c CursorSnapshot) float64 { return c.LagAge.Seconds() }),
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ErrNoSnapshot is returned by NewTable when fn is nil.
@@ -142,8 +206,9 @@ func NewTable(reg prometheus.Registerer, fn SnapshotFunc, timeout time.Duration)
 	c := &tableCollector{
 		fn: fn, timeout: timeout,
 		messages: prometheus.NewDesc("outbox_messages", "Messages in the outbox table by status.", []string{"status"}, nil),
-		oldest:   prometheus.NewDesc("outbox_oldest_unsent_age_seconds", "Age of the oldest PENDING, FAILED or IN_FLIGHT message; 0 when none.", nil, nil),
+		oldest:   prometheus.NewDesc("outbox_oldest_unsent_age_seconds", "Age of the oldest PENDING, FAILED or IN_FLIGHT message, or QUEUED one above the cursor's position; 0 when none.", nil, nil),
 		blocked:  prometheus.NewDesc("outbox_blocked_aggregates", "Aggregates whose head is a dead letter with messages waiting behind it.", nil, nil),
+		cursor:   newCursorGauges(),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Name: "scrape_errors_total",
 			Help: "Failed reads of the outbox table's state."}),
 	}
@@ -157,6 +222,9 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.oldest
 	ch <- c.blocked
+	for _, g := range c.cursor {
+		ch <- g.desc
+	}
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
@@ -177,6 +245,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestUnsentAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(s.BlockedAggregates))
+	for _, g := range c.cursor {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value(s.Cursor))
+	}
 }
 
 func isKnown(st outbox.Status) bool {
@@ -230,12 +301,7 @@ func NewSlotLag(reg prometheus.Registerer, slot string, fn SlotLagFunc) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "cdc", Name: "slot_lag_seconds", ConstLabels: labels,
 			Help: "Age of the oldest message received from the stream and not yet confirmed."}, read(func(l SlotLag) float64 { return l.Age.Seconds() })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outbox", Subsystem: "cdc", Name: "slot_active", ConstLabels: labels,
-			Help: "1 while a relay streams from the slot."}, read(func(l SlotLag) float64 {
-			if l.Active {
-				return 1
-			}
-			return 0
-		})),
+			Help: "1 while a relay streams from the slot."}, read(func(l SlotLag) float64 { return boolGauge(l.Active) })),
 	} {
 		if err := reg.Register(g); err != nil {
 			return err
