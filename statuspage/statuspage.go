@@ -1,7 +1,8 @@
 // Package statuspage serves a small HTML page for operators: the outbox's
 // counts by status, the age of the oldest unsent message, throughput over
-// the last minutes as a chart, blocked aggregates, and the dead letters with
-// their reasons. It is read-only unless a token is configured; replay and
+// the last minutes as a chart, blocked aggregates, the dead letters with
+// their reasons, and the relay mode: in cursor mode the cursor's position,
+// when it was saved, its leader and its lag. It is read-only unless a token is configured; replay and
 // discard then need that token. Mount it on the relay's admin server, which
 // binds to loopback by default; when it is bound elsewhere, set
 // RequireTokenToView so that the page needs the token too.
@@ -74,6 +75,8 @@ var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ago": func(d time.Duration) string { return d.Round(time.Second).String() },
+	// since is how long before now t was, to the millisecond.
+	"since": func(now, t time.Time) string { return max(now.Sub(t), 0).Round(time.Millisecond).String() },
 }).Parse(pageHTML))
 
 // New validates cfg and builds the page.

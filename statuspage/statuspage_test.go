@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
@@ -28,15 +29,8 @@ const reason = "MESSAGE_TOO_LARGE: the broker refused a 2 MB record"
 // sent message, and returns the page's Ops and the dead letter's id.
 func seed(t *testing.T) (*ops.Ops, uuid.UUID) {
 	t.Helper()
-	pool, schema := pgtest.Schema(t)
+	pool, schema, st := migrated(t)
 	ctx := context.Background()
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	dead := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "Order", AggregateID: "o-42", EventType: "OrderPlaced", Payload: []byte(`{}`)}
 	behind := outbox.Message{AggregateType: "Order", AggregateID: "o-42", EventType: "OrderPaid", Payload: []byte(`{}`)}
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, dead, behind) }); err != nil {
@@ -54,6 +48,20 @@ func seed(t *testing.T) (*ops.Ops, uuid.UUID) {
 		t.Fatal(err)
 	}
 	return o, dead.ID
+}
+
+// migrated is a migrated outbox in the test's own schema.
+func migrated(t *testing.T) (*pgxpool.Pool, string, *pgstore.Store) {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return pool, schema, st
 }
 
 func serve(t *testing.T, cfg statuspage.Config) string {
