@@ -32,6 +32,12 @@ func newCleanupCommand(a *app) *cobra.Command {
 --batch-size rows. Each batch is a short transaction of its own that locks
 only the rows it deletes, so relays keep publishing while it runs.
 
+In cursor mode ('outbox cursor') it also deletes the QUEUED events the
+cursor passed (they are SENT) that were created more than --older-than
+ago: they have no publish time. It walks them in seq order from the oldest,
+--batch-size rows at a time, stops at the first event created after the
+cutoff, and never touches an event above the cursor's position.
+
 It never deletes PENDING, IN_FLIGHT, FAILED or DEAD_LETTER events.
 DISCARDED events are kept for audit unless --include-discarded, which
 deletes those discarded more than --older-than ago.
@@ -43,7 +49,7 @@ recorded in the audit log.
 With --partitions, on an outbox made by 'outbox migrate --partitioned', it
 drops whole partitions instead of deleting rows: every partition whose time
 range ended more than --older-than ago, unless it still holds an unsent
-message, a dead letter or (without --include-discarded) a discarded one,
+message (a QUEUED one above the cursor's position included), a dead letter or (without --include-discarded) a discarded one,
 which it keeps and names with the reason. It also creates the partitions up
 to --partitions-ahead intervals ahead. Run it at least once per partition
 interval (--every 1h), or let the relay do it (--cleanup-older-than).
@@ -95,7 +101,7 @@ settings that keep the table compact.`,
 			}
 			res, err := o.Cleanup(ctx, cfg)
 			if asJSON {
-				if jerr := writeJSON(a.stdout, cleanupJSON{res.Cutoff, res.Sent, res.Discarded, res.Batches}); jerr != nil {
+				if jerr := writeJSON(a.stdout, cleanupJSON{res.Cutoff, res.Sent, res.Queued, res.Discarded, res.Batches}); jerr != nil {
 					return jerr
 				}
 			} else {
@@ -104,6 +110,9 @@ settings that keep the table compact.`,
 					fmt.Fprintf(a.stdout, " and %d DISCARDED", res.Discarded)
 				}
 				fmt.Fprintf(a.stdout, " message(s) older than %s in %d batch(es)\n", res.Cutoff.UTC().Format(time.RFC3339), res.Batches)
+				if res.Queued > 0 {
+					fmt.Fprintf(a.stdout, "%d of the SENT message(s) were QUEUED ones the cursor had passed, aged by when they were created\n", res.Queued)
+				}
 			}
 			return err
 		},
@@ -181,8 +190,10 @@ type keptJSON struct {
 }
 
 type cleanupJSON struct {
-	Cutoff    time.Time `json:"cutoff"`
-	Sent      int64     `json:"sent"`
-	Discarded int64     `json:"discarded"`
-	Batches   int       `json:"batches"`
+	Cutoff time.Time `json:"cutoff"`
+	Sent   int64     `json:"sent"`
+	// Queued is the part of Sent that the cursor had passed (cursor mode).
+	Queued    int64 `json:"queued"`
+	Discarded int64 `json:"discarded"`
+	Batches   int   `json:"batches"`
 }

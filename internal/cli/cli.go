@@ -47,6 +47,7 @@ var commands = []func(*app) *cobra.Command{
 	newRelayCommand,
 	newBrokerCommand,
 	newMigrateCommand,
+	newCursorCommand,
 	newStatsCommand,
 	newDLQCommand,
 	newReplayCommand,

@@ -104,7 +104,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 		if err != nil {
 			return metrics.Snapshot{}, err
 		}
-		return metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates}, nil
+		return metricsSnapshot(s), nil
 	}
 	if err := metrics.NewTable(reg, snapshot, 5*time.Second); err != nil {
 		res.close()
@@ -148,4 +148,14 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 	a.logger.Info("admin endpoint listening", slog.String("addr", srv.Addr()),
 		slog.String("paths", "/metrics /healthz /readyz /"))
 	return res, nil
+}
+
+// metricsSnapshot is what the table gauges export of s.
+func metricsSnapshot(s ops.Stats) metrics.Snapshot {
+	m := metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates}
+	if c := s.Cursor; c.Present {
+		m.Cursor = metrics.CursorSnapshot{Active: c.Mode == ops.ModeCursor, Position: c.Position, Leading: c.Leading,
+			SavedAge: max(c.At.Sub(c.SavedAt), 0), LagMessages: c.LagMessages, LagAge: c.LagAge}
+	}
+	return m
 }

@@ -42,7 +42,9 @@ It is rate limited (--rate events per second) and resumable: progress is
 saved after every batch under --name (by default a name derived from the
 selection, printed at the start), so running the same command again after
 a crash or Ctrl-C continues where it stopped. --restart starts over.
-Events that 'outbox cleanup' already deleted cannot be replayed.
+Events that 'outbox cleanup' already deleted cannot be replayed. In cursor
+mode the QUEUED events the cursor passed are SENT and are replayed; those
+above its position are not sent yet and are left to the relay.
 
 --since is a fixed time (RFC 3339 or a date), not an age, so that a
 resumed run selects the same events. Every run is recorded in the audit

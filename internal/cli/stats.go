@@ -29,11 +29,21 @@ func newStatsCommand(a *app) *cobra.Command {
   - the messages marked SENT in the last minute (all relays together);
   - the blocked aggregates: aggregates whose first unsent message is a dead
     letter with later messages waiting behind it (see 'outbox dlq');
-  - the event types with the most FAILED and DEAD_LETTER messages.
+  - the event types with the most FAILED and DEAD_LETTER messages;
+  - the relay mode (claim or cursor) and, in cursor mode, the cursor: its
+    position, when it was saved, its leader and lease, and its lag (see
+    'outbox cursor').
+
+In cursor mode a QUEUED message counts as PENDING until the cursor's
+position passed it and as SENT after; the oldest unsent age includes it.
+The cursor records no publish times, so "sent last minute" counts only the
+messages marked SENT (the table path): the cursor's throughput needs two
+readings a minute apart, which the relay's status page and metrics make.
 
 Every figure is read through an index or from the unsent rows only, so it
 is cheap on any table size. The SENT count is PostgreSQL's estimate (kept
-by autovacuum) unless --exact, which counts them and costs in proportion
+by autovacuum; in cursor mode plus the QUEUED messages the statistics know
+of, less the lag) unless --exact, which counts them and costs in proportion
 to the SENT history.
 
 With --json it prints one JSON object for scripts; durations are in
@@ -78,6 +88,10 @@ type statsOutput struct {
 	BlockedAggregates      int64                  `json:"blockedAggregates"`
 	Blocked                []blockedAggregateJSON `json:"blocked"`
 	TopFailing             []failingEventTypeJSON `json:"topFailingEventTypes"`
+	Mode                   ops.Mode               `json:"mode"`
+	Cursor                 cursorJSON             `json:"cursor"`
+	CursorSent             int64                  `json:"cursorSent"`
+	CursorSentLastMinute   int64                  `json:"cursorSentLastMinute"`
 }
 
 type blockedAggregateJSON struct {
@@ -100,6 +114,8 @@ func statsJSON(s ops.Stats) statsOutput {
 		OldestUnsentAgeSeconds: s.OldestUnsentAge.Seconds(), SentLastMinute: s.SentLastMinute,
 		BlockedAggregates: s.BlockedAggregates,
 		Blocked:           []blockedAggregateJSON{}, TopFailing: []failingEventTypeJSON{},
+		Mode: s.Cursor.Mode, Cursor: newCursorJSON(s.Cursor),
+		CursorSent: s.CursorSent, CursorSentLastMinute: s.CursorSentLastMinute,
 	}
 	for st, n := range s.Counts {
 		out.Counts[string(st)] = n
@@ -133,8 +149,13 @@ func printStats(w io.Writer, s ops.Stats) {
 	} else {
 		fmt.Fprintf(w, "Oldest unsent:      %s old (created %s)\n", s.OldestUnsentAge.Round(time.Millisecond), s.OldestUnsentAt.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(w, "Sent last minute:   %d\n", s.SentLastMinute)
+	fmt.Fprintf(w, "Sent last minute:   %d", s.SentLastMinute)
+	if s.CursorSentLastMinute < 0 {
+		fmt.Fprint(w, " (marked SENT; the cursor's messages are not counted: it records no publish times)")
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Blocked aggregates: %d\n", s.BlockedAggregates)
+	printCursor(w, s.Cursor)
 	if len(s.Blocked) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
