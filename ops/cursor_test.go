@@ -1,7 +1,9 @@
 package ops_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/ops"
+	"github.com/outbox-dev/outbox/relay"
 )
 
 // enableCursor turns cursor mode on for b's outbox.
@@ -364,6 +367,45 @@ func TestMaintainPartitions_CursorMode_KeepsAPartitionWithAnUnsentQueuedMessage(
 	for _, m := range partly {
 		if !b.exists(t, m.ID) {
 			t.Errorf("message %s of the kept partition is gone", m.ID)
+		}
+	}
+}
+
+// With a real relay leading the cursor, the messages it publishes become
+// SENT in the stats while their rows stay QUEUED, the lag drains to zero,
+// and the relay is the cursor's leader.
+func TestStats_CursorMode_ARelayDrainsTheLag(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, ops.Config{ExactSentCount: true})
+	b.enableCursor(t)
+	ms := b.queued(t, 20, "Order")
+	rl, err := relay.New(relay.Config{ID: "relay-under-test", Store: b.store, Sink: &recordingSink{},
+		PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := rl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rl.Stop(context.Background()) }()
+	var s ops.Stats
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		s = b.stats(t)
+		if s.Cursor.LagMessages == 0 && s.Counts[outbox.StatusSent] == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not drain the cursor's lag: %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s.Counts[outbox.StatusPending] != 0 || s.OldestUnsentAge != 0 || !s.Cursor.Leading || s.Cursor.Leader != "relay-under-test" {
+		t.Errorf("stats after the drain = %+v", s)
+	}
+	for _, m := range ms {
+		if st := b.status(t, m.ID); st != "QUEUED" {
+			t.Errorf("a published cursor message is stored as %s, want QUEUED (unchanged)", st)
 		}
 	}
 }
