@@ -134,9 +134,34 @@ type cursorState struct {
 	saved      int64
 	savedAt    time.Time
 
-	lastTable time.Time          // the last claim of the table path
-	tableMore bool               // it found messages: claim again at once
-	tableTok  map[uuid.UUID]bool // claims that hold table-path messages
+	lastTable time.Time // the last claim of the table path
+	tableMore bool      // it found messages: claim again at once
+	// tableTok holds the claims that hold table-path messages, with the end
+	// of their lease: marks under other tokens need no round trip.
+	tableTok map[uuid.UUID]time.Time
+}
+
+// rememberTableClaim records that claim token holds table-path messages
+// until leaseEnd, and forgets claims whose lease ended a while ago (their
+// marks change nothing in the table any more). cs.mu is held.
+func (cs *cursorState) rememberTableClaim(token uuid.UUID, leaseEnd time.Time) {
+	if cs.tableTok == nil {
+		cs.tableTok = map[uuid.UUID]time.Time{}
+	}
+	now := time.Now()
+	for t, end := range cs.tableTok {
+		if now.Sub(end) > time.Minute {
+			delete(cs.tableTok, t)
+		}
+	}
+	cs.tableTok[token] = leaseEnd
+}
+
+// holdsTable reports whether claim token may hold table-path messages.
+// cs.mu is held.
+func (cs *cursorState) holdsTable(token uuid.UUID) bool {
+	_, ok := cs.tableTok[token]
+	return ok
 }
 
 // cursorRead builds and reads one leader read (queries/cursor_read.sql).
@@ -236,7 +261,7 @@ func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p
 		if cs.leader {
 			marked = cs.win.ack(token, seqs)
 		}
-		done := !cs.tableTok[token] && (!cs.leader || s.cursorSaveInterval() >= 0)
+		done := !cs.holdsTable(token) && (!cs.leader || s.cursorSaveInterval() >= 0)
 		cs.mu.Unlock()
 		if done {
 			return marked, c, nil
@@ -273,6 +298,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		leading    = cs.leader
 		leaderTok  = cs.token
 		doRead     bool
+		headLimit  int
 		readFrom   int64
 		gapLo      []int64
 		gapHi      []int64
@@ -291,17 +317,19 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	}
 	cs.checkLease(s, now)
 	leading = cs.leader
-	if leading && len(seqs) > 0 {
-		marked = cs.win.ack(token, seqs)
-	}
-	if !cs.tableTok[token] {
+	if !cs.holdsTable(token) {
 		tableSeqs = nil // no table-path message was claimed under token
 	}
 	if claiming {
 		if leading {
 			cs.win.expire(now)
-			if cs.win.eligible(p.Limit) < p.Limit && cs.win.open() < s.cursorReadAhead() && len(cs.win.gaps) < cursorMaxGaps {
-				doRead = true
+			if cs.win.eligible(p.Limit) < p.Limit {
+				// Read above the head only while the window has room; the
+				// gaps are read in any case, so that they can close.
+				if cs.win.open() < s.cursorReadAhead() && len(cs.win.gaps) < cursorMaxGaps {
+					headLimit = p.Limit
+				}
+				doRead = headLimit > 0 || len(cs.win.gaps) > 0
 				readFrom = cs.win.head
 				gapLo, gapHi = cs.win.gapRanges()
 			}
@@ -325,6 +353,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		// enough for the claim.
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
+		marked += cs.ackLeading(leaderTok, token, seqs)
 		return marked, s.cursorHandOut(c, p, leaderTok, nil), false, nil
 	}
 
@@ -358,7 +387,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	var read cursorRead
 	if doRead {
 		read.sent = time.Now()
-		s.queueCursorRead(b, readFrom, p.Limit, gapLo, gapHi, 4*p.Limit, &read)
+		s.queueCursorRead(b, readFrom, headLimit, gapLo, gapHi, 4*p.Limit, &read)
 	}
 	sent := time.Now()
 	err := s.pool.SendBatch(ctx, b).Close()
@@ -367,10 +396,15 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if err != nil {
-		// Nothing of the round trip counts. A lost reply may hide a
-		// committed save or takeover; the lease then simply runs out.
-		return marked, c, false, err
+		// Nothing of the round trip counts, not even the marks of cursor
+		// messages (a caller treats the batch as not marked and marks it
+		// again). A lost reply may hide a committed save or takeover; the
+		// lease then simply runs out.
+		return 0, c, false, err
 	}
+	// The marks of cursor messages count once the round trip did: then the
+	// read below may hand out the next message of their aggregates.
+	marked += cs.ackLeading(leaderTok, token, seqs)
 	if tableClaim {
 		cs.lastTable = sent
 		cs.tableMore = len(tableRecs) > 0
@@ -432,10 +466,7 @@ func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uui
 		recs = append(recs, r)
 	}
 	if len(tableRecs) > 0 {
-		if cs.tableTok == nil {
-			cs.tableTok = map[uuid.UUID]bool{}
-		}
-		cs.tableTok[c.Token] = true
+		cs.rememberTableClaim(c.Token, time.Now().Add(p.Lease))
 	}
 	if cs.leader && cs.token == leaderTok && len(recs) < p.Limit {
 		recs = append(recs, cs.win.handOut(p.Limit-len(recs), c.Token, p.Owner, time.Now().Add(p.Lease))...)
@@ -443,6 +474,15 @@ func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uui
 	sortBySeq(recs)
 	c.Records = recs
 	return c
+}
+
+// ackLeading acknowledges seqs under token in the window, if the store
+// still leads under leaderTok, and returns how many. cs.mu is held.
+func (cs *cursorState) ackLeading(leaderTok, token uuid.UUID, seqs []int64) int64 {
+	if len(seqs) == 0 || !cs.leader || cs.token != leaderTok {
+		return 0
+	}
+	return cs.win.ack(token, seqs)
 }
 
 // checkLease gives up the lead if nothing renewed its lease in time:
@@ -485,7 +525,7 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 		mine, behind = cs.win.failing(token, f.seqs)
 		savePos = cs.win.pos
 	}
-	table := cs.tableTok[token]
+	table := cs.holdsTable(token)
 	cs.mu.Unlock()
 	for i, seq := range f.seqs {
 		f.queued[i] = containsInt64(mine, seq)
@@ -537,7 +577,7 @@ func (s *Store) cursorRelease(ctx context.Context, token uuid.UUID, seqs []int64
 	if cs.leader {
 		n = cs.win.release(token, seqs)
 	}
-	table := cs.tableTok[token]
+	table := cs.holdsTable(token)
 	cs.mu.Unlock()
 	if !table {
 		return n, nil

@@ -108,13 +108,16 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 			active *bool
 			until  *time.Time
 		)
-		if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&c.migrated, &active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
+		if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&c.migrated); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
-		c.active, c.leaderUntil = deref(active), deref(until)
 		if !c.migrated {
 			return fmt.Errorf("%w: table %s.outbox_cursor is missing; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema)
 		}
+		if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		c.active, c.leaderUntil = deref(active), deref(until)
 		if enable && c.seqCache != nil && *c.seqCache != 1 {
 			return fmt.Errorf("%w: the seq sequence of %s.outbox_messages caches %d values; cursor mode needs CACHE 1",
 				ErrCursorMode, s.cfg.Schema, *c.seqCache)

@@ -131,6 +131,11 @@ func (w *cursorWindow) gapRanges() (lo, hi []int64) {
 // head extend the window (with a gap for every seq skipped), and gaps that
 // can no longer be filled are closed.
 func (w *cursorWindow) apply(r cursorRead) {
+	if !r.gapsComplete {
+		// Rows of the gaps the read left out may be earlier messages of
+		// the aggregates of the rows above the head: take those next time.
+		r.headRows = nil
+	}
 	for _, row := range r.gapRows {
 		if !w.fillGap(row.rec.Seq) {
 			continue // not in a gap (any more): already known
@@ -335,7 +340,8 @@ func (w *cursorWindow) release(token uuid.UUID, seqs []int64) int64 {
 // unlease ends the lease of seqs under token: the records become buffered
 // (fn may change that).
 func (w *cursorWindow) unlease(token uuid.UUID, seqs []int64, fn func(*cursorRec)) {
-	for _, s := range seqs {
+	// A copy: unleaseOne edits w.tokens[token], which seqs may be.
+	for _, s := range slices.Clone(seqs) {
 		cr := w.recs[s]
 		if cr == nil || cr.state != recLeased || cr.token != token {
 			continue
@@ -429,10 +435,17 @@ func (w *cursorWindow) remove(s int64) {
 	}
 }
 
-// holds reports whether the aggregate has an open record (the leader
-// still has to publish it, so a table-path message of it must wait).
+// holds reports whether the aggregate has a record the leader still has to
+// publish itself (buffered or leased), so that a table-path message of it
+// must wait. A record on its way to the table path does not count: it
+// waits behind the table path's messages.
 func (w *cursorWindow) holds(typ, id string) bool {
-	return len(w.aggs[aggKey{typ, id}]) > 0
+	for _, s := range w.aggs[aggKey{typ, id}] {
+		if w.recs[s].state != recTabling {
+			return true
+		}
+	}
+	return false
 }
 
 func insertSorted(xs []int64, x int64) []int64 {

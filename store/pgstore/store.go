@@ -148,8 +148,8 @@ type queries struct {
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
 	// Cursor mode (cursor.go).
-	cursorRead, cursorState, cursorSave, cursorResign, cursorTable string
-	cursorCheck, cursorEnable, cursorDisable, cursorUnqueue        string
+	cursorRead, cursorState, cursorSave, cursorResign, cursorTable          string
+	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -192,6 +192,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.cursorSave, "cursor_save.sql"},
 		{&s.q.cursorResign, "cursor_resign.sql"},
 		{&s.q.cursorTable, "cursor_table.sql"},
+		{&s.q.cursorMigrated, "cursor_migrated.sql"},
 		{&s.q.cursorCheck, "cursor_check.sql"},
 		{&s.q.cursorEnable, "cursor_enable.sql"},
 		{&s.q.cursorDisable, "cursor_disable.sql"},

@@ -1,12 +1,11 @@
 -- EnableCursor / DisableCursor: what decides whether the outbox can
--- switch. Whether migration 010 made outbox_cursor; the cursor row (active,
+-- switch, once cursor_migrated.sql found outbox_cursor: the cursor row (active,
 -- the leading relay and until when it leads); a CDC relay's slot
 -- registered for this outbox (cdc.New creates outbox_cdc_slots), which
 -- reads PENDING inserts from the WAL and cannot serve QUEUED ones; and the
 -- cache of the seq sequence, which must be 1 so that seqs are taken in
 -- time order by every session (the gap rule in cursor.go depends on it).
-SELECT to_regclass('{{schema}}.outbox_cursor') IS NOT NULL,
-       (SELECT c.active FROM {{schema}}.outbox_cursor c),
+SELECT (SELECT c.active FROM {{schema}}.outbox_cursor c),
        (SELECT c.lease_owner FROM {{schema}}.outbox_cursor c WHERE c.lease_expires_at > now()),
        (SELECT c.lease_expires_at FROM {{schema}}.outbox_cursor c WHERE c.lease_expires_at > now()),
        (SELECT q.seqcache

@@ -20,3 +20,8 @@ SET active = true,
     lease_expires_at = NULL,
     saved_at = now(),
     enabled_at = now();
+
+-- Statistics for the one row, so that the planner does not assume a table of
+-- hundreds of rows where queries (get.sql, counts.sql, package ops) read the
+-- position in a subquery.
+ANALYZE {{schema}}.outbox_cursor;
