@@ -71,6 +71,14 @@ type Config struct {
 	// (pg_ctlcluster fast and immediate). Off by default: the server is
 	// usually shared with other tests.
 	PGRestart bool
+	// Cursor turns cursor mode on for the outbox (pgstore's EnableCursor)
+	// right after its migration, before any process starts: one relay
+	// leads a cursor over the QUEUED messages instead of claiming and
+	// marking each one, the others stand by. The faults and checks are the
+	// same; the failpoint faults aim at the leader, and relay-kill-in-mark
+	// kills it inside the transaction that saves its position. Defaults to
+	// false (claim mode).
+	Cursor bool
 	// PGCluster is the "version name" of the cluster pg_ctlcluster
 	// restarts. Defaults to "15 main".
 	PGCluster string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 )
@@ -36,6 +37,8 @@ const (
 	poisonPayloadBytes   = 400 << 10              // over brokerMaxMessageBytes
 	failpointAfterAck    = "relay-after-ack"
 	failpointInMark      = "pgstore-mark-sent-before-commit"
+	failpointCursorSave  = "pgstore-cursor-save-before-commit" // relay-kill-in-mark in cursor mode
+	handOverEvery        = 3 * time.Second
 	failpointWait        = 20 * time.Second
 	restartWithin        = 60 * time.Second
 	concurrentFaultKinds = "late-commit late-rollback poison"
@@ -233,18 +236,50 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		if f.Kind == FaultRelayInMark {
 			point = failpointInMark
 		}
+		var handOver <-chan time.Time
+		if h.cfg.Cursor {
+			// Only the leader publishes cursor messages, and it marks them
+			// in memory: aim at it, and kill it inside the save of its
+			// position rather than in a mark.
+			if f.Kind == FaultRelayInMark {
+				point = failpointCursorSave
+			}
+			if l := h.component(h.cursorLeader(ctx)); l != nil {
+				c = l
+			}
+			t := time.NewTicker(handOverEvery)
+			defer t.Stop()
+			handOver = t.C
+		}
 		c.stop(10 * time.Second)
 		hit, err := c.startWatching(restartWithin, "FAILPOINT "+point, "OUTBOX_FAILPOINT="+point)
 		if err != nil {
 			return err
 		}
 		var result error
-		select {
-		case <-hit:
-		case <-time.After(failpointWait):
-			result = fmt.Errorf("no message reached failpoint %s within %s (is the binary built with -tags failpoints?)", point, failpointWait)
-		case <-ctx.Done():
-			result = ctx.Err()
+		timeout := time.After(failpointWait)
+	wait:
+		for {
+			select {
+			case <-hit:
+				break wait
+			case <-handOver:
+				// Another relay led when c restarted (c resigned on
+				// SIGTERM): restart that one too, so that it resigns.
+				if l := h.component(h.cursorLeader(ctx)); l != nil && l != c {
+					l.stop(15 * time.Second)
+					if err := l.start(restartWithin); err != nil {
+						result = err
+						break wait
+					}
+				}
+			case <-timeout:
+				result = fmt.Errorf("no message reached failpoint %s within %s (is the binary built with -tags failpoints?)", point, failpointWait)
+				break wait
+			case <-ctx.Done():
+				result = ctx.Err()
+				break wait
+			}
 		}
 		c.kill()
 		if err := c.start(restartWithin); err != nil {
@@ -337,6 +372,18 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		return err
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// cursorLeader is the relay id of the cursor's leader (cursor mode), or ""
+// when no relay leads or it cannot be read.
+func (h *harness) cursorLeader(ctx context.Context) string {
+	var owner *string
+	err := h.pool.QueryRow(ctx, `SELECT lease_owner FROM `+pgx.Identifier{h.schemas.outbox, "outbox_cursor"}.Sanitize()+
+		` WHERE lease_expires_at > now()`).Scan(&owner)
+	if err != nil || owner == nil {
+		return ""
+	}
+	return *owner
 }
 
 // poisonPayload is a JSON payload of poisonPayloadBytes that the relay's

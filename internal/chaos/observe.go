@@ -50,9 +50,9 @@ func (h *harness) table(schema, name string) string {
 }
 
 func (h *harness) readOutbox(ctx context.Context) ([]OutboxRow, error) {
-	rows, err := h.pool.Query(ctx, `SELECT id::text, aggregate_type, aggregate_id, event_type, topic, status, seq, created_at,
+	rows, err := h.pool.Query(ctx, `SELECT id::text, aggregate_type, aggregate_id, event_type, topic, `+h.statusOf("m")+`, seq, created_at,
   position($1::bytea in payload) > 0
-FROM `+h.table(h.schemas.outbox, "outbox_messages")+` ORDER BY seq`, []byte(rejectMarker))
+FROM `+h.table(h.schemas.outbox, "outbox_messages")+` m ORDER BY seq`, []byte(rejectMarker))
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +68,14 @@ FROM `+h.table(h.schemas.outbox, "outbox_messages")+` ORDER BY seq`, []byte(reje
 		return nil
 	})
 	return out, err
+}
+
+// statusOf is the SQL of the status of outbox_messages row m as the store
+// reports it (get.sql): a QUEUED message of cursor mode is SENT once the
+// cursor's saved position passed it, PENDING before.
+func (h *harness) statusOf(m string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s.status <> 'QUEUED' THEN %[1]s.status
+  WHEN %[1]s.seq <= (SELECT c.position FROM %[2]s c) THEN 'SENT' ELSE 'PENDING' END`, m, h.table(h.schemas.outbox, "outbox_cursor"))
 }
 
 // readTopics reads every record of topics from the start to the end.

@@ -218,6 +218,12 @@ func (h *harness) setupDatabase(ctx context.Context) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("chaos: migrate the outbox: %w", err)
 	}
+	if h.cfg.Cursor {
+		if err := st.EnableCursor(ctx); err != nil {
+			return fmt.Errorf("chaos: cursor mode: %w", err)
+		}
+		h.logf("the outbox is in cursor mode")
+	}
 	h.store = st
 	return nil
 }
@@ -413,12 +419,14 @@ func (h *harness) healAll() error {
 // consumers processed every event of the orders topic, and returns when
 // that first held (zero if it did not within DrainTimeout).
 func (h *harness) waitDrain(ctx context.Context, healed time.Time) (time.Time, error) {
-	q := fmt.Sprintf(`SELECT
-  (SELECT count(*) FROM %[1]s WHERE status NOT IN ('SENT', 'DEAD_LETTER')),
-  (SELECT count(*) FROM %[1]s WHERE topic = '%[3]s' AND status = 'SENT'),
-  (SELECT count(*) FROM %[2]s p JOIN %[1]s m ON m.id = p.message_id WHERE m.topic = '%[3]s' AND p.consumer = 'billing'),
-  (SELECT count(*) FROM %[2]s p JOIN %[1]s m ON m.id = p.message_id WHERE m.topic = '%[3]s' AND p.consumer = 'inventory-service')`,
-		pgx.Identifier{h.schemas.outbox, "outbox_messages"}.Sanitize(), pgx.Identifier{h.schemas.inbox, "inbox_processed"}.Sanitize(), topicOrders)
+	q := fmt.Sprintf(`WITH m AS (SELECT id, topic, %[4]s AS status FROM %[1]s m)
+SELECT
+  (SELECT count(*) FROM m WHERE status NOT IN ('SENT', 'DEAD_LETTER')),
+  (SELECT count(*) FROM m WHERE topic = '%[3]s' AND status = 'SENT'),
+  (SELECT count(*) FROM %[2]s p JOIN m ON m.id = p.message_id WHERE m.topic = '%[3]s' AND p.consumer = 'billing'),
+  (SELECT count(*) FROM %[2]s p JOIN m ON m.id = p.message_id WHERE m.topic = '%[3]s' AND p.consumer = 'inventory-service')`,
+		pgx.Identifier{h.schemas.outbox, "outbox_messages"}.Sanitize(), pgx.Identifier{h.schemas.inbox, "inbox_processed"}.Sanitize(), topicOrders,
+		h.statusOf("m"))
 	deadline := healed.Add(h.cfg.DrainTimeout)
 	lastLog := time.Now()
 	for time.Now().Before(deadline) {

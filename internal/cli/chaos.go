@@ -91,6 +91,7 @@ use it on a server others are using. docs/chaos.md has the details.`,
 	fs.DurationVar(&cfg.Lease, "lease", chaos.DefaultLease, "the relays' --lease")
 	fs.DurationVar(&cfg.FaultGap, "fault-gap", chaos.DefaultFaultGap, "mean gap between two faults")
 	fs.IntVar(&cfg.Poison, "poison", chaos.DefaultPoison, "oversized poison messages to inject (negative: none)")
+	fs.BoolVar(&cfg.Cursor, "cursor", false, "turn cursor mode on for the outbox after its migration (pgstore EnableCursor): the same faults and checks against a cursor leader and its standbys")
 	fs.BoolVar(&cfg.PGRestart, "pg-restart", false, "also restart PostgreSQL (pg_ctlcluster, fast and immediate); only on a server of your own")
 	fs.StringVar(&cfg.PGCluster, "pg-cluster", "15 main", "`version name` of the cluster --pg-restart restarts")
 	fs.IntVar(&cfg.MaxCopies, "max-copies", chaos.DefaultMaxCopies, "most copies of one event allowed on a topic")

@@ -116,17 +116,7 @@ func TestThreeRelays_DeliverEverythingInOrderPerAggregate(t *testing.T) {
 		}
 		runRelay(t, st, e.addrs, e.topic, func(c *relay.Config) { c.BatchSize = 50 }, nil)
 	}
-	want := map[string]int{}
-	for n := range perAggregate {
-		var batch []outbox.Message
-		for a := range aggregates {
-			agg := fmt.Sprintf("agg-%03d", a)
-			batch = append(batch, seqMessage(agg, n))
-			want[agg]++
-		}
-		e.enqueue(batch...)
-	}
-	total := aggregates * perAggregate
+	want, total := e.enqueueRounds(aggregates, perAggregate)
 	recs := consumed(t, e.addrs, e.topic, total, 120*time.Second)
 	if len(recs) < total {
 		t.Fatalf("%d of %d records delivered", len(recs), total)

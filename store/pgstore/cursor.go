@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/failpoint"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -87,6 +88,10 @@ const (
 const minLeaderLease = time.Second
 
 func leaderLease(claimLease time.Duration) time.Duration { return max(claimLease, minLeaderLease) }
+
+// cursorSaveFailpoint names the crash point inside the transaction of a
+// round trip that saves the position (internal/e2e/cursor_test.go).
+const cursorSaveFailpoint = "pgstore-cursor-save-before-commit"
 
 // cursorGapGrace is the shortest time a gap stays open (see above).
 const cursorGapGrace = time.Second
@@ -359,8 +364,13 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 
 	b := s.relayBatch()
 	var saveTag, tableTag pgconn.CommandTag
+	pauseSave := doSave && failpoint.Enabled && failpoint.Armed(cursorSaveFailpoint)
 	if doSave {
 		b.Queue(s.q.cursorSave, leaderTok, savePos, cs.lease.Milliseconds()).Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
+		if pauseSave {
+			b.Queue(s.q.failpointWatch)
+			b.Queue(s.q.failpointPause)
+		}
 	}
 	if len(tabling) > 0 {
 		b.Queue(s.q.cursorTable, leaderTok, tabling).Exec(func(t pgconn.CommandTag) error { tableTag = t; return nil })
@@ -390,7 +400,13 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		s.queueCursorRead(b, readFrom, headLimit, gapLo, gapHi, 4*p.Limit, &read)
 	}
 	sent := time.Now()
-	err := s.pool.SendBatch(ctx, b).Close()
+	br := s.pool.SendBatch(ctx, b)
+	if pauseSave {
+		// The batch is on the wire: the server runs the save's UPDATE and
+		// then pauses before the commit. A crash test kills the process now.
+		failpoint.Announce(cursorSaveFailpoint)
+	}
+	err := br.Close()
 	_ = tableTag
 
 	cs.mu.Lock()

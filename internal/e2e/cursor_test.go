@@ -1,0 +1,344 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+)
+
+// The crash cases of cursor mode (pgstore EnableCursor) with real relay
+// processes: one leads the cursor, the other stands by, and the leader is
+// killed, stopped or cut off from the database while messages flow.
+
+// newCursorEnv is newEnv with the outbox in cursor mode.
+func newCursorEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	if err := e.store.EnableCursor(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// cursorRelay starts a relay process named id; its connections carry
+// application_name id, so that a test can find them.
+func (e *env) cursorRelay(id string, env []string, extra ...string) *proc {
+	e.t.Helper()
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", id)
+	u.RawQuery = q.Encode()
+	args := append(e.relayArgs("--relay-id", id), extra...)
+	for i, a := range args {
+		if a == "--database-url" {
+			args[i+1] = u.String()
+		}
+	}
+	p := start(e.t, env, args...)
+	p.waitFor("relay starting", 30*time.Second)
+	return p
+}
+
+// leads reports whether the process logged that it leads the cursor.
+func (p *proc) leads() bool { return strings.Contains(p.output(), "pgstore: leading the cursor") }
+
+// waitLeads waits until the process leads the cursor.
+func (p *proc) waitLeads(within time.Duration) {
+	p.t.Helper()
+	p.waitFor("pgstore: leading the cursor", within)
+}
+
+// cursorPosition is the position saved in outbox_cursor.
+func (e *env) cursorPosition() int64 {
+	e.t.Helper()
+	var pos int64
+	pool := pgtest.Pool(e.t, e.schema)
+	if err := pool.QueryRow(context.Background(), "SELECT position FROM outbox_cursor").Scan(&pos); err != nil {
+		e.t.Fatal(err)
+	}
+	return pos
+}
+
+// enqueueRounds enqueues perAggregate rounds of one event of each of
+// aggregates aggregates, a transaction per round, and returns how many
+// events each aggregate has (their n run from 0) and the total.
+func (e *env) enqueueRounds(aggregates, perAggregate int) (want map[string]int, total int) {
+	e.t.Helper()
+	want = map[string]int{}
+	for n := range perAggregate {
+		var batch []outbox.Message
+		for a := range aggregates {
+			agg := fmt.Sprintf("agg-%03d", a)
+			batch = append(batch, seqMessage(agg, n))
+			want[agg]++
+		}
+		e.enqueue(batch...)
+	}
+	return want, aggregates * perAggregate
+}
+
+// waitPositionAtLastSeq waits until the saved position passed every
+// message.
+func (e *env) waitPositionAtLastSeq(within time.Duration) {
+	e.t.Helper()
+	pool := pgtest.Pool(e.t, e.schema)
+	var last int64
+	if err := pool.QueryRow(context.Background(), "SELECT max(seq) FROM outbox_messages").Scan(&last); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for pos := e.cursorPosition(); pos < last; pos = e.cursorPosition() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("saved position %d after %s, want the last seq %d", pos, within, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// allRecords reads the topic from the start until it has records of want
+// distinct events and then nothing new arrives for a second.
+func (e *env) allRecords(want int) []*kgo.Record {
+	e.t.Helper()
+	recs := consumed(e.t, e.addrs, e.topic, want, 60*time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addrs...), kgo.ConsumeTopics(e.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	var all []*kgo.Record
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := len(all)
+		fs.EachRecord(func(r *kgo.Record) { all = append(all, r) })
+		if len(all) == n && len(all) >= len(recs) {
+			return all
+		}
+	}
+}
+
+// writer enqueues one event of each of aggregates per transaction, every
+// gap, from its start until stop returns; want counts each aggregate's
+// events (their n run from 0).
+type writer struct {
+	e    *env
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	want map[string]int
+}
+
+func (e *env) startWriter(aggregates int, gap time.Duration) *writer {
+	w := &writer{e: e, done: make(chan struct{}), want: map[string]int{}}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(gap):
+			}
+			w.mu.Lock()
+			var batch []outbox.Message
+			for a := range aggregates {
+				agg := fmt.Sprintf("w-%02d", a)
+				batch = append(batch, seqMessage(agg, w.want[agg]))
+			}
+			w.mu.Unlock()
+			w.e.enqueue(batch...)
+			w.mu.Lock()
+			for _, m := range batch {
+				w.want[m.AggregateID]++
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// stop ends the writer and returns what it committed.
+func (w *writer) stop() (want map[string]int, total int) {
+	close(w.done)
+	w.wg.Wait()
+	for _, n := range w.want {
+		total += n
+	}
+	return w.want, total
+}
+
+// leaderCrash runs a leader, A, until it reaches the failpoint, and a
+// standby, B; then kills A and checks that B leads once A's lease ran out,
+// from the saved position, sends again everything A had sent above it,
+// and that nothing is lost and the first copies of each aggregate's events
+// are in order. atPoint runs while A waits at the failpoint.
+func leaderCrash(t *testing.T, point string, atPoint func(e *env)) {
+	e := newCursorEnv(t)
+	want, total := e.enqueueRounds(30, 6)
+
+	// Batches of 10 hold 10 aggregates each, so that A's two workers both
+	// have work.
+	const lease = 5 * time.Second
+	a := e.cursorRelay("A", []string{"OUTBOX_FAILPOINT=" + point}, "--batch-size", "10", "--lease", lease.String())
+	a.waitFor("FAILPOINT "+point, 30*time.Second)
+	if !a.leads() {
+		t.Fatalf("A reached the failpoint without leading:\n%s", a.output())
+	}
+	b := e.cursorRelay("B", nil, "--lease", lease.String())
+	time.Sleep(500 * time.Millisecond)
+	if atPoint != nil {
+		atPoint(e)
+	}
+	before := consumed(t, e.addrs, e.topic, total, 500*time.Millisecond) // what the broker has from A
+	if b.leads() {
+		t.Fatalf("B leads while A holds the lease:\n%s", b.output())
+	}
+	a.kill()
+	killed := time.Now()
+	time.Sleep(200 * time.Millisecond) // the server ends A's sessions
+	saved := e.cursorPosition()
+	b.waitLeads(3 * lease)
+	t.Logf("B leads %s after the kill (lease %s), from the saved position %d; A had sent %d records",
+		time.Since(killed).Round(time.Millisecond), lease, saved, len(before))
+
+	// Once B's position passed every message, the broker has all B sent.
+	e.waitPositionAtLastSeq(30 * time.Second)
+	recs := e.allRecords(total)
+	dups := checkOrder(t, recs, want)
+	copies := map[string]int{}
+	for _, r := range recs {
+		copies[header(r, "eventId")]++
+	}
+	resent := 0
+	for _, r := range before {
+		id := header(r, "eventId")
+		if e.status(uuid.MustParse(id)).Seq <= saved {
+			continue
+		}
+		if copies[id] < 2 {
+			t.Errorf("event %s was sent by A above the saved position %d, but not again by B", id, saved)
+		}
+		resent++
+	}
+	if resent == 0 {
+		t.Errorf("A had sent nothing above the saved position %d before the kill", saved)
+	}
+	t.Logf("%d records for %d messages (%d duplicates, %d of A's sends above the saved position)", len(recs), total, dups, resent)
+}
+
+// The leader dies after the broker acknowledged a batch and before its
+// position passed it: the standby sends the batch again.
+func TestCursorCrash_AfterAckBeforeSave_StandbyResendsAndLosesNothing(t *testing.T) {
+	t.Parallel()
+	leaderCrash(t, "relay-after-ack", nil)
+}
+
+// The leader dies inside the transaction that saves its position (the
+// UPDATE done, not committed): PostgreSQL rolls the save back, and the
+// standby starts from the position saved before and sends again what A
+// acknowledged since.
+func TestCursorCrash_DuringSave_RolledBackAndTheStandbyResends(t *testing.T) {
+	t.Parallel()
+	var during int64
+	leaderCrash(t, "pgstore-cursor-save-before-commit", func(e *env) {
+		during = e.cursorPosition()
+		if during != 0 {
+			t.Errorf("while A's save is not committed, others see the position %d, want the one from before, 0", during)
+		}
+	})
+}
+
+// SIGTERM on the leader: it resigns, and the standby publishes within
+// moments, not after the lease (10 s here). Nothing is lost, the order of
+// each aggregate holds.
+func TestCursorRelay_SIGTERMHandsTheLeadToTheStandbyAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newCursorEnv(t)
+	const lease = 10 * time.Second
+	a := e.cursorRelay("A", nil, "--lease", lease.String())
+	w := e.startWriter(5, 20*time.Millisecond)
+	a.waitLeads(30 * time.Second)
+	b := e.cursorRelay("B", nil, "--lease", lease.String())
+	time.Sleep(time.Second)
+
+	if code := a.stop(20 * time.Second); code != 0 {
+		t.Fatalf("A exited %d after SIGTERM:\n%s", code, a.output())
+	}
+	stopped := time.Now()
+	if !strings.Contains(a.output(), "pgstore: resigned the cursor") {
+		t.Errorf("A did not resign:\n%s", a.output())
+	}
+	probe := seqMessage("probe", 0)
+	probe.ID = uuid.Must(uuid.NewV7())
+	e.enqueue(probe)
+	if n := e.copies(probe.ID, 1, 0); n != 1 {
+		t.Fatalf("the message enqueued after A stopped: %d copies", n)
+	}
+	if took := time.Since(stopped); took > lease/3 {
+		t.Errorf("the standby published %s after the leader stopped; want well under the lease of %s", took, lease)
+	} else {
+		t.Logf("the standby published %s after the leader stopped (lease %s)", took.Round(time.Millisecond), lease)
+	}
+	if !b.leads() {
+		t.Errorf("B does not lead:\n%s", b.output())
+	}
+	time.Sleep(time.Second)
+	want, total := w.stop()
+	want[probe.AggregateID] = 1
+	recs := consumed(t, e.addrs, e.topic, total+1, 60*time.Second)
+	dups := checkOrder(t, recs, want)
+	e.waitPositionAtLastSeq(10 * time.Second)
+	t.Logf("%d records for %d messages (%d duplicates)", len(recs), total+1, dups)
+}
+
+// The leader's database connections are terminated again and again while
+// messages flow: its round trips fail and are retried, it may lose the
+// lead to the standby and take it back; nothing is lost, the order of
+// each aggregate holds.
+func TestCursorRelay_LeaderConnectionsTerminatedLoseNothing(t *testing.T) {
+	t.Parallel()
+	e := newCursorEnv(t)
+	a := e.cursorRelay("A", nil)
+	w := e.startWriter(5, 20*time.Millisecond)
+	a.waitLeads(30 * time.Second)
+	b := e.cursorRelay("B", nil)
+
+	pool := pgtest.Pool(t, e.schema)
+	terminated := 0
+	for range 8 {
+		time.Sleep(500 * time.Millisecond)
+		var n int
+		err := pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'A') k").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		terminated += n
+	}
+	if terminated == 0 {
+		t.Fatal("no connection of A was terminated")
+	}
+	time.Sleep(time.Second)
+	want, total := w.stop()
+	recs := consumed(t, e.addrs, e.topic, total, 60*time.Second)
+	dups := checkOrder(t, recs, want)
+	e.waitPositionAtLastSeq(10 * time.Second)
+	t.Logf("%d connections terminated; %d records for %d messages (%d duplicates); A led %d times, B %d times; A reported %d fenced batches",
+		terminated, len(recs), total, dups, strings.Count(a.output(), "leading the cursor"), strings.Count(b.output(), "leading the cursor"),
+		strings.Count(a.output(), "lease was taken over"))
+}

@@ -1,0 +1,100 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// A MarkSentAndClaim whose round trip fails changes nothing the caller can
+// see: the relay then marks alone (relay.runBatch), and that mark must
+// still count the messages, or the relay reports them as taken over by
+// another relay (the Fenced hook, outbox_relay_fenced_total) while it
+// still leads.
+func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
+	// FullClaimInterval -1: every claim has a round trip (the table path's
+	// claim), so that the cancelled one fails.
+	b := setupCursor(t, pgstore.Config{FullClaimInterval: -1})
+	seq := b.enqueue(t, msg("Order", "a"))
+	c := cursorClaim(t, b.store, "A")
+	if len(c.Records) != 1 {
+		t.Fatalf("claimed %v, want %v", seqsOf(c.Records), seq)
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	if _, _, err := b.store.MarkSentAndClaim(ctx, c.Token, seq, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease}); err == nil {
+		t.Fatal("MarkSentAndClaim with a cancelled context succeeded; the test needs a failed round trip")
+	}
+	n, err := b.store.MarkSent(testCtx(t), c.Token, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("MarkSent after the failed MarkSentAndClaim = %d, want 1: the relay would report the message as fenced", n)
+	}
+	if leading, _ := b.store.Leading(); !leading {
+		t.Error("the store lost the lead")
+	}
+}
+
+// The position never passes the seq of a transaction still open, even when
+// that transaction's id is newer than every one that had ended when the
+// leader found the gap: PostgreSQL's snapshot xmax is the newest ended id
+// plus one, so such a transaction is neither below the gap's xmax nor
+// counted in a later snapshot's xmin. (The leader's read must come before
+// any newer transaction ends: on a busy server other sessions' commits
+// hide the case, so the test tries a few times.)
+func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
+	if os.Getenv("OUTBOX_KNOWN_BUGS") == "" {
+		// Found by outbox chaos --cursor --seed 12 (a late commit lost): a
+		// gap's bound is the snapshot's xmax, the newest ended id plus one,
+		// not the next id to be given out. Remove this skip with the fix.
+		t.Skip("known bug: the gap rule passes an open writer whose id is the newest; OUTBOX_KNOWN_BUGS=1 runs it")
+	}
+	b := setupCursor(t, pgstore.Config{})
+	ctx := testCtx(t)
+	cursorClaim(t, b.store, "A") // A leads
+	for attempt := range 10 {
+		// older gets its id first; late gets a newer one and takes its
+		// seq; older then takes a higher seq and commits, and the leader
+		// reads at once.
+		older, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := older.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+			t.Fatal(err)
+		}
+		late := msg("Order", "late")
+		lateTx := b.openEnqueue(t, late)
+		if err := b.store.Enqueue(ctx, older, msg("Order", "other")); err != nil {
+			t.Fatal(err)
+		}
+		if err := older.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		lateSeq := b.seqOf(t, lateTx, late.ID)
+		// However long late stays open (past the gap grace of 1 s), the
+		// position stays below its seq.
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			markSent(t, b.store, cursorClaim(t, b.store, "A"))
+			if leading, pos := b.store.Leading(); leading && pos >= lateSeq {
+				t.Fatalf("attempt %d: position %d passed seq %d of a transaction still open (the message is lost when it commits)", attempt, pos, lateSeq)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := lateTx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := claimUntil(t, b.store, "A", lateSeq); !slices.Contains(got, lateSeq) {
+			t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
+		}
+	}
+}
