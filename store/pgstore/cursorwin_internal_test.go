@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -584,6 +585,7 @@ type simTxn struct {
 	late     bool      // took its seqs before its transaction id
 	deadline time.Time // a late one ends before then
 	holdTill time.Time // not ended before then
+	later    int       // how many seqs it takes in a later step
 	done     bool
 }
 
@@ -633,6 +635,9 @@ type sim struct {
 	// cutGaps: the gap part of every read is cut at a row or two, as a
 	// real read's is when more rows of gaps became visible than it asks for.
 	cutGaps bool
+	// pgSnapshots: reads get PostgreSQL's snapshots (see snapshot).
+	pgSnapshots bool
+	latestEnded uint64
 }
 
 const simGrace = cursorGapGrace
@@ -678,14 +683,19 @@ func (s *sim) newLeader(from int64) {
 	s.logf("gen %d leads from %d", s.gen, from)
 }
 
-// snapshot is pg_current_snapshot()'s xmin and xmax: the lowest running
+// snapshot is the xmin and xmax a read gets: the lowest running
 // transaction id (a transaction without one yet does not count) and the
-// next one to be given out.
+// next one to be given out, as cursor.go assumes. With pgSnapshots it is
+// what PostgreSQL's pg_current_snapshot() gives: xmax is the newest ended
+// id plus one, and a running id at or above it is not in xmin either.
 func (s *sim) snapshot() (xmin, xmax uint64) {
 	xmax = s.nextXid
+	if s.pgSnapshots {
+		xmax = s.latestEnded + 1
+	}
 	xmin = xmax
 	for _, tx := range s.running {
-		if tx.xid != 0 {
+		if tx.xid != 0 && tx.xid < xmax {
 			xmin = min(xmin, tx.xid)
 		}
 	}
@@ -737,16 +747,29 @@ func (s *sim) begin() {
 	if s.rng.IntN(6) == 0 {
 		tx.holdTill = s.now.Add(time.Duration(2000+s.rng.IntN(4000)) * time.Millisecond)
 	}
-	for range 1 + s.rng.IntN(3) {
-		seq := int64(len(s.seqs))
-		s.seqs = append(s.seqs, &simSeq{tx: tx, agg: tx.aggs[s.rng.IntN(len(tx.aggs))]})
-		tx.seqs = append(tx.seqs, seq)
-	}
+	tx.later = 1 + s.rng.IntN(3)
+	if tx.late || s.rng.IntN(3) != 0 {
+		s.takeSeqs(tx)
+	} // else it writes other rows first (which gives it its id) and enqueues in a later step
 	s.running = append(s.running, tx)
 	s.logf("begin xid %d %v seqs %v queued %v late %v", tx.xid, tx.aggs, tx.seqs, tx.queued, tx.late)
 }
 
+// takeSeqs is the INSERT of a writer's messages.
+func (s *sim) takeSeqs(tx *simTxn) {
+	for range tx.later {
+		seq := int64(len(s.seqs))
+		s.seqs = append(s.seqs, &simSeq{tx: tx, agg: tx.aggs[s.rng.IntN(len(tx.aggs))]})
+		tx.seqs = append(tx.seqs, seq)
+	}
+	tx.later = 0
+	s.logf("xid %d takes seqs %v", tx.xid, tx.seqs)
+}
+
 func (s *sim) end(tx *simTxn, commit bool) {
+	if tx.later > 0 {
+		s.takeSeqs(tx)
+	}
 	s.running = slices.DeleteFunc(s.running, func(x *simTxn) bool { return x == tx })
 	for _, a := range tx.aggs {
 		delete(s.locked, a)
@@ -756,6 +779,7 @@ func (s *sim) end(tx *simTxn, commit bool) {
 		tx.xid = s.nextXid
 		s.nextXid++
 	}
+	s.latestEnded = max(s.latestEnded, tx.xid)
 	if !commit {
 		for _, seq := range tx.seqs {
 			s.seqs[seq].tx = rolledBack
@@ -1109,6 +1133,9 @@ func (s *sim) run(steps int) {
 		}
 		s.now = s.now.Add(d)
 		for _, tx := range slices.Clone(s.running) {
+			if tx.later > 0 && s.rng.IntN(2) == 0 {
+				s.takeSeqs(tx)
+			}
 			if tx.late && tx.xid == 0 && s.rng.IntN(3) == 0 {
 				tx.xid = s.nextXid // its INSERT gets the id a moment after the seq
 				s.nextXid++
@@ -1215,6 +1242,24 @@ func (s *sim) drain() {
 }
 
 func TestCursorWindow_RandomHistoriesKeepTheInvariants(t *testing.T) {
+	randomHistories(t, false)
+}
+
+// The same with the snapshots PostgreSQL gives (xmax: the newest ended id
+// plus one), which is what queries/cursor_read.sql hands the window today:
+// a writer that got its id after every ended one but took its seq before a
+// committed higher one is then passed while it is open (the gap rule's
+// known bug, see TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition).
+// With the fix the read's bound is an id given out after its snapshot, as
+// the model's default xmax.
+func TestCursorWindow_RandomHistoriesWithPostgreSQLSnapshotsKeepTheInvariants(t *testing.T) {
+	if os.Getenv("OUTBOX_KNOWN_BUGS") == "" {
+		t.Skip("known bug: the gap's bound is the snapshot's xmax; OUTBOX_KNOWN_BUGS=1 runs it")
+	}
+	randomHistories(t, true)
+}
+
+func randomHistories(t *testing.T, pgSnapshots bool) {
 	steps := 1500
 	if testing.Short() {
 		steps = 300
@@ -1225,10 +1270,12 @@ func TestCursorWindow_RandomHistoriesKeepTheInvariants(t *testing.T) {
 		for s := uint64(1); s <= 60 && yield(s); s++ {
 		}
 	})
-	seeds = append(seeds, 261, 1149, 1272, 2491)
+	seeds = append(seeds, 309, 448, 606, 1092)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			newSim(t, seed).run(steps)
+			s := newSim(t, seed)
+			s.pgSnapshots = pgSnapshots
+			s.run(steps)
 		})
 	}
 }
