@@ -502,11 +502,13 @@ func (r *Relay) runBatch(b *batch) *batch {
 			err  error
 			done bool
 		)
-		if r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove {
+		linger := r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove
+		inMemory := r.marksInMemory()
+		if linger && !inMemory {
 			r.sleep(r.cfg.Linger) // on stop, mark at once
 		}
 		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
-			!r.isStopping() && r.backoff.remaining() <= 0 && !r.marksInMemory() {
+			!r.isStopping() && r.backoff.remaining() <= 0 && !inMemory {
 			nb := &batch{woken: r.wake.wait(), start: time.Now()}
 			ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)
 			var c store.Claim
@@ -537,6 +539,11 @@ func (r *Relay) runBatch(b *batch) *batch {
 					r.cfg.Hooks.Published(rec, now.Sub(rec.CreatedAt))
 				}
 			}
+		}
+		if linger && inMemory {
+			// The mark was in memory: linger before the next claim, not
+			// before this batch's acknowledgement.
+			r.sleep(r.cfg.Linger)
 		}
 	}
 	if len(failures) > 0 {

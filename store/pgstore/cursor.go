@@ -41,14 +41,18 @@ import (
 // with every read. A gap is closed (its seqs will never commit: the
 // transaction rolled back, or the seq was never used) only when
 //
-//  1. a read's snapshot has an xmin at least the xmax of the snapshot in
-//     which the gap was found. Every seq of the gap was taken before that
+//  1. a read's snapshot has an xmin at least the bound of the read that
+//     found the gap: a transaction id that read took after its snapshot
+//     (queries/cursor_read.sql). Every seq of the gap was taken before that
 //     snapshot (a higher seq was already visible in it), by a transaction
 //     that had an id then, because enqueue.sql takes the transaction id
 //     before the seqs. Such a transaction was either finished then, so its
-//     rows were visible, or running, so its id was below that xmax; once
-//     xmin reached xmax, it has ended, and a read after that sees its rows
-//     if it committed.
+//     rows were visible, or running, so its id was below the bound; once a
+//     snapshot's xmin reached the bound, it has ended (every transaction
+//     running in that snapshot has an id at or above xmin), and a read after
+//     that sees its rows if it committed. The snapshot's own xmax is not
+//     such a bound: it is the newest ended id plus one, and a transaction
+//     running with a newer id is counted neither there nor in xmin.
 //  2. at least cursorGapGrace passed since the gap was found, for writers
 //     that insert rows in other ways than Enqueue (their first INSERT may
 //     take a seq a few microseconds before the transaction gets its id).
@@ -174,39 +178,40 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 	b.Queue(s.q.cursorRead, from, limit, gapLo, gapHi, gapLimit).Query(func(rows pgx.Rows) error {
 		read.gapsComplete = true
 		nGap := 0
+		var (
+			snapshot   bool
+			xmin, xmax *string
+			gap        *bool
+			status     *string
+			headers    *string
+			version    *int32
+			created    *time.Time
+			seq        *int64
+			id         *uuid.UUID
+			blocked    *bool
+			at, ai, et *string
+			topic, ct  *string
+			cor, cau   *string
+			tp         *string
+		)
 		for rows.Next() {
-			var (
-				xmin, xmax string
-				gap        *bool
-				row        cursorRow
-				r          = &row.rec
-				status     *string
-				headers    *string
-				version    *int32
-				created    *time.Time
-				seq        *int64
-				id         *uuid.UUID
-				blocked    *bool
-				at, ai, et *string
-				topic, ct  *string
-				cor, cau   *string
-				tp         *string
-			)
-			if err := rows.Scan(&xmin, &xmax, &gap, &seq, &status, &id, &at, &ai, &et, &version, &topic,
+			var row cursorRow
+			r := &row.rec
+			if err := rows.Scan(&snapshot, &xmin, &xmax, &gap, &seq, &status, &id, &at, &ai, &et, &version, &topic,
 				&r.Payload, &ct, &headers, &cor, &cau, &tp, &created, &blocked); err != nil {
 				return err
 			}
-			var err error
-			if read.xmin, err = strconv.ParseUint(xmin, 10, 64); err != nil {
-				return fmt.Errorf("snapshot xmin %q: %w", xmin, err)
+			if snapshot {
+				var err error
+				if read.xmin, err = strconv.ParseUint(deref(xmin), 10, 64); err != nil {
+					return fmt.Errorf("snapshot xmin %q: %w", deref(xmin), err)
+				}
+				if read.xmax, err = strconv.ParseUint(deref(xmax), 10, 64); err != nil {
+					return fmt.Errorf("gap bound %q: %w", deref(xmax), err)
+				}
+				continue
 			}
-			if read.xmax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
-				return fmt.Errorf("snapshot xmax %q: %w", xmax, err)
-			}
-			if gap == nil {
-				continue // the snapshot only: nothing to read
-			}
-			r.Seq, r.ID = *seq, deref(id)
+			r.Seq, r.ID = deref(seq), deref(id)
 			r.AggregateType, r.AggregateID, r.EventType = deref(at), deref(ai), deref(et)
 			r.EventVersion = int(deref(version))
 			r.Topic, r.ContentType = deref(topic), deref(ct)
@@ -221,7 +226,7 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 			}
 			row.queued = deref(status) == statusQueued
 			row.blocked = deref(blocked)
-			if *gap {
+			if deref(gap) {
 				read.gapRows = append(read.gapRows, row)
 				nGap++
 			} else {

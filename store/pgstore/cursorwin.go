@@ -52,10 +52,10 @@ type cursorRec struct {
 // read.
 type cursorGap struct {
 	lo, hi int64
-	// xmax is the snapshot xmax of the read that found the gap: every
-	// transaction that could hold one of its seqs has a lower xid (see
-	// cursor.go), so once a snapshot's xmin reaches xmax they have all
-	// ended.
+	// xmax is the bound of the read that found the gap, a transaction id
+	// given out after that read's snapshot was taken: every transaction
+	// that could hold one of its seqs has a lower xid (see cursor.go), so
+	// once a snapshot's xmin reaches xmax they have all ended.
 	xmax uint64
 	// at is when the read that found the gap returned.
 	at time.Time
@@ -75,6 +75,9 @@ type cursorRow struct {
 
 // cursorRead is the result of one read (queries/cursor_read.sql).
 type cursorRead struct {
+	// xmin is the read's snapshot's xmin; xmax the bound of the gaps it
+	// finds (queries/cursor_read.sql): a transaction id given out after
+	// the snapshot was taken, not the snapshot's own xmax.
 	xmin, xmax uint64
 	// gapRows are the visible rows inside the gaps the read asked about, in
 	// seq order; gapsComplete says the read returned all of them (it did
