@@ -633,7 +633,7 @@ type sim struct {
 	trail   []string
 	// cutGaps: the gap part of every read is cut at a row or two, as a
 	// real read's is when more rows of gaps became visible than it asks for.
-	cutGaps bool
+	cutGaps     bool
 	latestEnded uint64
 }
 
