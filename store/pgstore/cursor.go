@@ -397,7 +397,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		tableRecs []outbox.Record
 	)
 	if tableClaim {
-		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs)
+		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs, true)
 	}
 	var read cursorRead
 	if doRead {

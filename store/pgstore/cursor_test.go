@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -455,4 +456,59 @@ func (b *bundle) idOf(t *testing.T, seq int64) uuid.UUID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// A message that enters the table path below everything the table path's
+// claims have seen is claimed again promptly while the cursor keeps
+// flowing. (The table path's claims used the claim floor of claim mode: it
+// rose with the newest seq, a failed message landed below it, and the claim
+// once a second always ran beside the probe below the floor, which the
+// claim then overruled: in outbox chaos --cursor --seed 12 an aggregate
+// waited minutes behind it.)
+func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	ctx := testCtx(t)
+	flow := func(d time.Duration) {
+		deadline := time.Now().Add(d)
+		for i := 0; time.Now().Before(deadline); i++ {
+			b.enqueue(t, msg("Order", fmt.Sprint("flow-", i)))
+			markSent(t, b.store, cursorClaim(t, b.store, "A"))
+			time.Sleep(40 * time.Millisecond)
+		}
+	}
+	seq := b.enqueue(t, msg("Order", "x"), msg("Order", "x"))
+	c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Records) != 1 || c.Records[0].Seq != seq[0] {
+		t.Fatalf("first claim %v, want [%d]", seqsOf(c.Records), seq[0])
+	}
+	// The table path claims for a while, seeing ever higher seqs, before
+	// the failure puts x's messages into it.
+	flow(2500 * time.Millisecond)
+	if n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
+		t.Fatalf("MarkFailed = %d, %v; want 1", n, err)
+	}
+	start := time.Now()
+	var got []int64
+	for !slices.Contains(got, seq[1]) {
+		// Due at once, and the failure asks the next claim to look: well
+		// within the table path's FullClaimInterval (1 s).
+		if time.Since(start) > 1500*time.Millisecond {
+			t.Fatalf("x's messages %v not published within 1.5 s of the failure (claimed %v)", seq, got)
+		}
+		b.enqueue(t, msg("Order", "more"))
+		c := cursorClaim(t, b.store, "A")
+		for _, r := range c.Records {
+			if r.AggregateID == "x" {
+				got = append(got, r.Seq)
+			}
+		}
+		markSent(t, b.store, c)
+		time.Sleep(40 * time.Millisecond)
+	}
+	if !slices.Equal(got, seq) {
+		t.Errorf("x published as %v, want %v", got, seq)
+	}
 }

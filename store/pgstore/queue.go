@@ -119,7 +119,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	}
 	var scan *claimScan
 	if claiming {
-		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records)
+		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records, false)
 	}
 	// Now and then, whether cursor mode was turned on (EnableCursor): the
 	// next claim then follows it.
@@ -155,14 +155,21 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 // the table path's in cursor mode) with token, and returns the floor scan
 // to end once the batch committed. The claimed records land in recs, in seq
 // order.
-func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record) *claimScan {
-	if s.floor.needsSeed(s.fullClaimInterval()) {
-		s.seedFloor(ctx)
-	}
-	sc := new(claimScan)
-	*sc = s.floor.begin(s.fullClaimInterval())
-	if sc.probe {
-		go s.probeBelowFloor(*sc)
+//
+// With noFloor (the table path of cursor mode) the claim scans from seq 0
+// and leaves the floor alone: there the scanned index holds only the table
+// path's few messages, and its claims, once a second, would always run
+// beside the probe below the floor.
+func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record, noFloor bool) *claimScan {
+	sc := &claimScan{full: true, interval: -1}
+	if !noFloor {
+		if s.floor.needsSeed(s.fullClaimInterval()) {
+			s.seedFloor(ctx)
+		}
+		*sc = s.floor.begin(s.fullClaimInterval())
+		if sc.probe {
+			go s.probeBelowFloor(*sc)
+		}
 	}
 	b.Queue(s.q.claimFloor, sc.from).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
 	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from).Query(func(rows pgx.Rows) error {
@@ -263,6 +270,7 @@ type claimFloor struct {
 	candAt   time.Time // zero when there is no candidate
 	lastFull time.Time // when the last probe (or full claim) started
 	probing  bool      // a probe runs
+	fullEnds uint64    // counts the probes and full claims that ended
 	seeded   bool      // seedFloor ran (successfully) or a claim moved the floor
 	seeding  bool      // seedFloor runs
 }
@@ -309,9 +317,10 @@ func (s *Store) seedFloor(ctx context.Context) {
 
 // claimScan is one claim's view of the floor.
 type claimScan struct {
-	from     int64 // the scan starts here; 0 for a full claim
-	full     bool  // from seq 0 (a full claim or the probe)
-	probe    bool  // start the probe below the floor too
+	gen      uint64 // claimFloor.fullEnds when the scan began
+	from     int64  // the scan starts here; 0 for a full claim
+	full     bool   // from seq 0 (a full claim or the probe)
+	probe    bool   // start the probe below the floor too
 	at       time.Time
 	interval time.Duration
 	low, top *int64 // from claim_floor.sql
@@ -322,7 +331,7 @@ func (f *claimFloor) begin(interval time.Duration) claimScan {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	sc := claimScan{at: now, interval: interval}
+	sc := claimScan{at: now, interval: interval, gen: f.fullEnds}
 	if interval < 0 || f.seq == 0 {
 		sc.full = true
 		f.lastFull = now
@@ -387,7 +396,16 @@ func (f *claimFloor) end(sc claimScan) {
 	if sc.low != nil {
 		next = min(next, *sc.low)
 	}
-	if sc.full || next > f.seq {
+	switch {
+	case sc.full:
+		f.seq = next
+		f.fullEnds++
+	case f.fullEnds != sc.gen:
+		// A probe (or full claim) ended while this claim ran: it looked
+		// below the floor this claim started from, so this claim may only
+		// lower the floor, never raise it past what the probe found.
+		f.seq = min(f.seq, next)
+	case next > f.seq:
 		f.seq = next
 	}
 }
