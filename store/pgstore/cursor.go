@@ -431,6 +431,14 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		cs.tableMore = len(tableRecs) > 0
 		s.floor.end(*scan)
 	}
+	if len(tableSeqs) > 0 {
+		// Marking table-path messages sent makes the next message of each
+		// of their aggregates the head: claim again at once. (A claim of
+		// the table path that found nothing meanwhile, because those
+		// messages were still in flight, must not hold it back for a
+		// FullClaimInterval.)
+		cs.tableMore = true
+	}
 	if doSave {
 		if saveTag.RowsAffected() == 0 {
 			s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", s.cfg.Schema))
