@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer r.prog.done()
 	rep := Report{StartedAt: time.Now().UTC(), Settings: settingsOf(cfg)}
 	started := time.Now()
+	stall0 := time.Duration(-1)
+	if st, ok := cpuStall(); ok {
+		stall0 = st
+	}
 	if err := r.setUp(ctx, &rep); err != nil {
 		return Report{}, err
 	}
@@ -66,6 +71,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rep.Machine.LoadAverageEnd = loadAverage()
 	rep.ElapsedSeconds = time.Since(started).Seconds()
+	rep.Machine.CPUPressurePercent = -1
+	if stall, ok := cpuStall(); ok && stall0 >= 0 && rep.ElapsedSeconds > 0 {
+		rep.Machine.CPUPressurePercent = 100 * (stall - stall0).Seconds() / rep.ElapsedSeconds
+	}
 	rep.Goals = goals(rep)
 	rep.Notes = append(rep.Notes, observations(rep)...)
 	return rep, nil
@@ -199,6 +208,29 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// cpuStall returns the total time during which at least one runnable task
+// waited for a CPU since boot (/proc/pressure/cpu, "some ... total=" in
+// microseconds), and false where the kernel does not report it.
+func cpuStall() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "some" {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if v, ok := strings.CutPrefix(kv, "total="); ok {
+				us, err := strconv.ParseInt(v, 10, 64)
+				return time.Duration(us) * time.Microsecond, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // cpuModel returns the first "model name" of /proc/cpuinfo, or "".

@@ -78,6 +78,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
 		}
 		checkLatency(t, "steady", s.CommitToAck)
+		checkStages(t, "steady", s.CommitToAck, s.CommitToPublish, s.PublishToAck)
 		checkWork(t, "steady", s.Relay)
 	}
 	if l := rep.Latency; l == nil {
@@ -90,6 +91,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("fixed rate achieved %v", l.AchievedPerSecond)
 		}
 		checkLatency(t, "fixed rate", l.CommitToAck)
+		checkStages(t, "fixed rate", l.CommitToAck, l.CommitToPublish, l.PublishToAck)
 		checkWork(t, "fixed rate", l.Relay)
 	}
 	if i := rep.Idle; i == nil {
@@ -160,6 +162,20 @@ func checkLatency(t *testing.T, name string, l Latency) {
 	t.Helper()
 	if l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms {
 		t.Errorf("%s commit-to-ack not ordered: %+v", name, l)
+	}
+}
+
+// checkStages checks that the split of commit-to-ack covers the same
+// messages and that neither part is longer than the whole: per message,
+// commit <= publish <= ack.
+func checkStages(t *testing.T, name string, total, toPublish, toAck Latency) {
+	t.Helper()
+	if toPublish.Count != total.Count || toAck.Count != total.Count {
+		t.Errorf("%s stages over %d and %d messages, commit-to-ack over %d", name, toPublish.Count, toAck.Count, total.Count)
+	}
+	const slack = 1e-6 // float rounding of the milliseconds
+	if toPublish.MaxMs > total.MaxMs+slack || toAck.MaxMs > total.MaxMs+slack {
+		t.Errorf("%s stage longer than commit-to-ack: to publish %+v, to ack %+v, total %+v", name, toPublish, toAck, total)
 	}
 }
 

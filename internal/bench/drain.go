@@ -177,7 +177,7 @@ func (r *runner) drainRelays(ctx context.Context, n int) (float64, int64, error)
 	var runs []*relayRun
 	defer func() { stopAll(runs) }()
 	for i := range n {
-		rr, err := r.startRelay(ctx, s, fmt.Sprintf("bench-%s-%d", tag, i+1), hooks, nil)
+		rr, err := r.startRelay(ctx, s, fmt.Sprintf("bench-%s-%d", tag, i+1), nil, hooks, nil)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -239,9 +240,9 @@ type relayRun struct {
 
 // startServing starts the relay that serves live writes in the steady and
 // latency phases: the polling relay, or the CDC relay in the CDC modes.
-func (r *runner) startServing(ctx context.Context, s *scenario, id string, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
+func (r *runner) startServing(ctx context.Context, s *scenario, id string, log *ackLog, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
 	if r.cfg.Mode == ModePolling {
-		return r.startRelay(ctx, s, id, hooks, tweak)
+		return r.startRelay(ctx, s, id, log, hooks, tweak)
 	}
 	pool, err := r.newPool(ctx, "cdc relay "+id, 6, tweak)
 	if err != nil {
@@ -253,7 +254,7 @@ func (r *runner) startServing(ctx context.Context, s *scenario, id string, hooks
 		return nil, err
 	}
 	cfg := cdc.Config{
-		Pool: pool, Sink: snk, Schema: s.schema, ID: id, Logger: r.cfg.Logger,
+		Pool: pool, Sink: withTimes(snk, log), Schema: s.schema, ID: id, Logger: r.cfg.Logger,
 		Hooks: cdc.Hooks{Published: hooks.Published, Failed: hooks.Failed},
 	}
 	if r.cfg.Mode == ModeCDCDelete {
@@ -326,9 +327,10 @@ func (r *runner) newSink(id string) (*kafka.Sink, error) {
 }
 
 // startRelay starts a relay on the scenario's schema with the template
-// cfg.Relay and hooks (called after the template's). tweak, if not nil,
-// adjusts the relay's pool configuration.
-func (r *runner) startRelay(ctx context.Context, s *scenario, id string, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
+// cfg.Relay and hooks (called after the template's). log, if not nil, learns
+// when the relay publishes each message; tweak, if not nil, adjusts the
+// relay's pool configuration.
+func (r *runner) startRelay(ctx context.Context, s *scenario, id string, log *ackLog, hooks relay.Hooks, tweak func(*pgxpool.Config)) (*relayRun, error) {
 	rc := r.cfg.Relay
 	// Like 'outbox relay': a connection per worker, one for LISTEN, one spare.
 	pool, err := r.newPool(ctx, "relay "+id, int32(max(4, rc.Workers+2)), func(pc *pgxpool.Config) {
@@ -350,7 +352,7 @@ func (r *runner) startRelay(ctx context.Context, s *scenario, id string, hooks r
 		pool.Close()
 		return nil, err
 	}
-	rc.Store, rc.Sink, rc.ID = st, snk, id
+	rc.Store, rc.Sink, rc.ID = st, withTimes(snk, log), id
 	rc.Hooks = chainHooks(rc.Hooks, hooks)
 	rl, err := relay.New(rc)
 	if err == nil {
@@ -486,16 +488,20 @@ func (w *workMeter) work(acked int64) RelayWork {
 // when the relay reported the message published, for commit-to-ack
 // latencies.
 type ackLog struct {
-	base      time.Time
-	mu        sync.Mutex
-	commits   map[uuid.UUID]time.Duration
+	base    time.Time
+	mu      sync.Mutex
+	commits map[uuid.UUID]time.Duration
+	// handed is when the relay handed the message to the sink (the first
+	// time): the split between waiting to be read and being published.
+	handed    map[uuid.UUID]time.Duration
 	acks      map[uuid.UUID]time.Duration
 	committed atomic.Int64
 	published atomic.Int64
 }
 
 func newAckLog() *ackLog {
-	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{}, acks: map[uuid.UUID]time.Duration{}}
+	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{},
+		handed: map[uuid.UUID]time.Duration{}, acks: map[uuid.UUID]time.Duration{}}
 }
 
 // commit records that the transaction with message id committed now.
@@ -516,6 +522,58 @@ func (l *ackLog) hook(rec outbox.Record, _ time.Duration) {
 	}
 	l.mu.Unlock()
 	l.published.Add(1)
+}
+
+// publishing records that the relay hands recs to its sink now.
+func (l *ackLog) publishing(recs []outbox.Record) {
+	at := time.Since(l.base)
+	l.mu.Lock()
+	for _, rec := range recs {
+		if _, again := l.handed[rec.ID]; !again {
+			l.handed[rec.ID] = at
+		}
+	}
+	l.mu.Unlock()
+}
+
+// stages returns, over the acknowledged messages, the distributions of
+// commit to publish (the relay reading the message, found by a poll or a
+// wake-up) and of publish to ack (the broker's acknowledgement and the
+// mark).
+func (l *ackLog) stages() (toPublish, toAck Latency) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var a, b []time.Duration
+	for id, c := range l.commits {
+		ack, ok := l.acks[id]
+		h, ok2 := l.handed[id]
+		if !ok || !ok2 {
+			continue
+		}
+		a = append(a, max(h-c, 0))
+		b = append(b, max(ack-h, 0))
+	}
+	return latencyOf(a), latencyOf(b)
+}
+
+// timedSink is a sink that tells an ackLog when the relay hands it
+// records.
+type timedSink struct {
+	sink.Sink
+	log *ackLog
+}
+
+func (t timedSink) Publish(ctx context.Context, recs []outbox.Record) []error {
+	t.log.publishing(recs)
+	return t.Sink.Publish(ctx, recs)
+}
+
+// withTimes wraps snk in a timedSink when log is not nil.
+func withTimes(snk sink.Sink, log *ackLog) sink.Sink {
+	if log == nil {
+		return snk
+	}
+	return timedSink{snk, log}
 }
 
 // backlog is committed minus published.

@@ -26,7 +26,7 @@ func (r *runner) runIdle(ctx context.Context, rep *Report) error {
 	}
 	defer s.close()
 	var c wireCounter
-	rr, err := r.startRelay(ctx, s, "bench-idle", relay.Hooks{}, c.instrument)
+	rr, err := r.startRelay(ctx, s, "bench-idle", nil, relay.Hooks{}, c.instrument)
 	if err != nil {
 		return err
 	}

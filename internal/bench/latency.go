@@ -26,7 +26,7 @@ func (r *runner) runLatency(ctx context.Context, rep *Report) error {
 	defer s.vacuumEvery(ctx)()
 	log := newAckLog()
 	var meter workMeter
-	rr, err := r.startServing(ctx, s, "bench-latency", meter.hooks(log.hook), meter.wire.instrument)
+	rr, err := r.startServing(ctx, s, "bench-latency", log, meter.hooks(log.hook), meter.wire.instrument)
 	if err != nil {
 		return err
 	}
@@ -93,12 +93,14 @@ wait:
 		return err
 	}
 	lat, unacked := log.latency()
+	toPublish, toAck := log.stages()
 	work := meter.work(log.published.Load())
 	rr.stop()
 	rep.Latency = &FixedRateReport{
 		Relay:           work,
 		TargetPerSecond: r.cfg.Rate, AchievedPerSecond: float64(committed) / elapsed.Seconds(), Writers: writers,
 		DurationSeconds: elapsed.Seconds(), CommitToAck: lat, Unacked: unacked,
+		CommitToPublish: toPublish, PublishToAck: toAck,
 	}
 	return nil
 }

@@ -37,6 +37,13 @@ type Machine struct {
 	// of the run (Linux), a hint of what else ran on the machine.
 	LoadAverageStart string `json:"loadAverageStart,omitempty"`
 	LoadAverageEnd   string `json:"loadAverageEnd,omitempty"`
+	// CPUPressurePercent is the share of the run's wall time during which
+	// at least one runnable task waited for a CPU (Linux pressure stall
+	// information, /proc/pressure/cpu "some"), or -1 where the kernel does
+	// not report it. The bench's own writers, relays and broker count too:
+	// on a machine with few CPUs it explains latency tails that no part of
+	// the relay spends.
+	CPUPressurePercent float64 `json:"cpuPressurePercent"`
 
 	PostgreSQL        string `json:"postgresql"`
 	SharedBuffers     string `json:"sharedBuffers"`
@@ -143,6 +150,12 @@ type SteadyReport struct {
 	// BacklogGrows is true when the trend exceeds 1% of the write rate.
 	BacklogGrows bool    `json:"backlogGrows"`
 	CommitToAck  Latency `json:"commitToAck"`
+	// CommitToPublish and PublishToAck split CommitToAck, over the same
+	// messages: from the commit to the relay handing the message to the
+	// broker client (waiting for a poll or wake-up, and the read), and from
+	// there to the mark after the broker's ack.
+	CommitToPublish Latency `json:"commitToPublish"`
+	PublishToAck    Latency `json:"publishToAck"`
 	// Unacked counts messages not acknowledged within StallTimeout after
 	// the writers stopped.
 	Unacked int `json:"unacked"`
@@ -169,6 +182,12 @@ type FixedRateReport struct {
 	Writers         int     `json:"writers"`
 	DurationSeconds float64 `json:"durationSeconds"`
 	CommitToAck     Latency `json:"commitToAck"`
+	// CommitToPublish and PublishToAck split CommitToAck, over the same
+	// messages: from the commit to the relay handing the message to the
+	// broker client (waiting for a poll or wake-up, and the read), and from
+	// there to the mark after the broker's ack.
+	CommitToPublish Latency `json:"commitToPublish"`
+	PublishToAck    Latency `json:"publishToAck"`
 	Unacked         int     `json:"unacked"`
 	// Relay is what the relay did for it.
 	Relay RelayWork `json:"relay"`

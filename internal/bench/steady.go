@@ -54,7 +54,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	defer with.vacuumEvery(ctx)()
 	log := newAckLog()
 	var meter workMeter
-	rr, err := r.startServing(ctx, with, "bench-steady", meter.hooks(log.hook), meter.wire.instrument)
+	rr, err := r.startServing(ctx, with, "bench-steady", log, meter.hooks(log.hook), meter.wire.instrument)
 	if err != nil {
 		return err
 	}
@@ -115,6 +115,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 		return err
 	}
 	st.CommitToAck, st.Unacked = log.latency()
+	st.CommitToPublish, st.PublishToAck = log.stages()
 	st.Relay = meter.work(log.published.Load())
 	rep.Steady = st
 	return nil

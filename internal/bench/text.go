@@ -21,6 +21,9 @@ func WriteText(w io.Writer, rep Report) error {
 		cpu += " (" + m.CPUModel + ")"
 	}
 	p("machine\t%s/%s, %s, %s, load average %s at start, %s at end", m.OS, m.Arch, cpu, m.GoVersion, orDash(m.LoadAverageStart), orDash(m.LoadAverageEnd))
+	if m.CPUPressurePercent >= 0 {
+		p("\tCPU pressure %.0f%% (share of the run with a runnable task waiting for a CPU)", m.CPUPressurePercent)
+	}
 	vac := ""
 	if st.VacuumEverySeconds > 0 {
 		vac = fmt.Sprintf("; the bench ran VACUUM (ANALYZE) every %s while writers ran", time.Duration(st.VacuumEverySeconds*float64(time.Second)))
@@ -62,12 +65,14 @@ func WriteText(w io.Writer, rep Report) error {
 		}
 		p("  backlog (committed - acked)\tat start %d, at end %d, max %d\ttrend %s msg/s: %s", s.BacklogStart, s.BacklogEnd, s.BacklogMax, human(s.BacklogTrendPerSecond), grows)
 		p("  commit-to-ack\t%s", latencyLine(s.CommitToAck, s.Unacked))
+		p("    of which\t%s", stagesLine(s.CommitToPublish, s.PublishToAck))
 		p("  relay work\t%s", workLine(s.Relay))
 		p("")
 	}
 	if l := rep.Latency; l != nil {
 		p("FIXED RATE: %d msg/s for %.0f s (achieved %s/s) by %d writers, one message per tx", l.TargetPerSecond, l.DurationSeconds, human(l.AchievedPerSecond), l.Writers)
 		p("  commit-to-ack\t%s", latencyLine(l.CommitToAck, l.Unacked))
+		p("    of which\t%s", stagesLine(l.CommitToPublish, l.PublishToAck))
 		p("  relay work\t%s", workLine(l.Relay))
 		p("")
 	}
@@ -122,6 +127,11 @@ func latencyLine(l Latency, unacked int) string {
 		s += fmt.Sprintf(", %d NOT acknowledged", unacked)
 	}
 	return s
+}
+
+func stagesLine(toPublish, toAck Latency) string {
+	return fmt.Sprintf("commit to publish p50 %.2f ms, p99 %.2f ms; publish to ack p50 %.2f ms, p99 %.2f ms",
+		toPublish.P50Ms, toPublish.P99Ms, toAck.P50Ms, toAck.P99Ms)
 }
 
 func workLine(w RelayWork) string {
