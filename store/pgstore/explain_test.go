@@ -43,6 +43,45 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	t.Logf("claim plan:\n%s", plan)
 }
 
+// The relay plans its statements once (plan_cache_mode =
+// force_generic_plan in relay_settings.sql), and a generic plan does not
+// know the claim's LIMIT. Joined with its CTE, the UPDATE was planned for a
+// tenth of the table: a merge join over the whole primary key on every
+// claim, 680 ms per claim with 175,000 sent rows. The UPDATE must probe the
+// primary key per claimed seq in the generic plan too.
+func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	msgs := make([]outbox.Message, 40000)
+	for i := range msgs {
+		msgs[i] = msg("Order", fmt.Sprint(i%2000))
+	}
+	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE seq % 2 = 0")
+	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
+		"SET LOCAL plan_cache_mode = force_generic_plan",
+		"PREPARE generic_claim(int, text, uuid, bigint, bigint) AS " + b.store.ClaimSQL()} {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := explain(t, tx, "EXPLAIN (COSTS OFF) EXECUTE generic_claim(100, 'explain', '"+uuid.NewString()+"', 60000, 0)")
+	if strings.Contains(plan, "Merge Join") || strings.Contains(plan, "Hash Join") || !strings.Contains(plan, "(seq = ANY") {
+		t.Errorf("the generic claim plan does not probe the primary key per claimed seq:\n%s", plan)
+	}
+	t.Logf("generic claim plan:\n%s", plan)
+}
+
 // The claim-floor query (in every claim's round trip) looks for the lowest
 // due message that does not wait behind a dead letter. With the relay's
 // settings and statistics that expect no dead letters, PostgreSQL planned
