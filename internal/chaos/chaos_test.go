@@ -77,9 +77,19 @@ func shortSeededRun(t *testing.T, cursor bool) {
 		t.Errorf("a run that exercised too little: %d faults, %d events delivered, %d effects, %d/%d dead letters",
 			rep.FaultsTotal(), rep.Events.Delivered, rep.Effects.Once, rep.DeadLetters.Actual, rep.DeadLetters.Expected)
 	}
-	if cursor && len(rep.Skipped) > 0 {
-		// The failpoint faults must find the leader.
-		t.Errorf("faults not injected: %v", rep.Skipped)
+	if cursor {
+		// The failpoint faults must find the leader; one that was still
+		// waiting for a message to reach its failpoint when the load ended
+		// (scheduled in its last seconds) says nothing about that.
+		var missed []string
+		for _, s := range rep.Skipped {
+			if !strings.Contains(s, CutOffByTheEnd) {
+				missed = append(missed, s)
+			}
+		}
+		if len(missed) > 0 {
+			t.Errorf("faults not injected: %v", missed)
+		}
 	}
 	if _, err := rep.JSON(); err != nil {
 		t.Errorf("report JSON: %v", err)

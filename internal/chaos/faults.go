@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -196,11 +197,20 @@ func (h *harness) component(name string) *component {
 	return nil
 }
 
+// CutOffByTheEnd starts the reason of a fault in Report.Skipped that was
+// still waiting for its moment when the load ended.
+const CutOffByTheEnd = "cut off by the end of the load"
+
 // inject runs one fault and heals it (early when ctx ends), recording its window.
 func (h *harness) inject(ctx context.Context, f PlannedFault) {
 	began := time.Now()
 	err := h.injectFault(ctx, f)
 	ended := time.Now()
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The load ended while the fault waited for its moment (a failpoint
+		// no message had reached yet): the schedule ran out, not the fault.
+		err = fmt.Errorf("%s: %w", CutOffByTheEnd, err)
+	}
 	h.mu.Lock()
 	if err != nil {
 		h.skipped = append(h.skipped, fmt.Sprintf("%s %s at %s: %v", f.Kind, f.Target, f.At.Round(time.Millisecond), err))
