@@ -536,26 +536,6 @@ func (l *ackLog) publishing(recs []outbox.Record) {
 	l.mu.Unlock()
 }
 
-// stages returns, over the acknowledged messages, the distributions of
-// commit to publish (the relay reading the message, found by a poll or a
-// wake-up) and of publish to ack (the broker's acknowledgement and the
-// mark).
-func (l *ackLog) stages() (toPublish, toAck Latency) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var a, b []time.Duration
-	for id, c := range l.commits {
-		ack, ok := l.acks[id]
-		h, ok2 := l.handed[id]
-		if !ok || !ok2 {
-			continue
-		}
-		a = append(a, max(h-c, 0))
-		b = append(b, max(ack-h, 0))
-	}
-	return latencyOf(a), latencyOf(b)
-}
-
 // timedSink is a sink that tells an ackLog when the relay hands it
 // records.
 type timedSink struct {
@@ -579,14 +559,18 @@ func withTimes(snk sink.Sink, log *ackLog) sink.Sink {
 // backlog is committed minus published.
 func (l *ackLog) backlog() int64 { return l.committed.Load() - l.published.Load() }
 
-// latency returns the distribution over the committed messages that were
-// acknowledged, and the number that were not. An ack observed before the
-// writer saw its commit return counts as zero.
-func (l *ackLog) latency() (Latency, int) {
+// latency returns, over the committed messages that were acknowledged, the
+// distributions of commit to ack and of its two parts: commit to publish
+// (the relay reading the message, found by a poll or a wake-up) and publish
+// to ack (the broker's acknowledgement and the mark); and the number of
+// messages not acknowledged. An ack observed before the writer saw its
+// commit return counts as zero. Without a publish time (a relay started
+// without the log) a message counts in commit to ack only.
+func (l *ackLog) latency() (toAck, toPublish, publishToAck Latency, unacked int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ds := make([]time.Duration, 0, len(l.commits))
-	unacked := 0
+	var pub, rest []time.Duration
 	for id, c := range l.commits {
 		a, ok := l.acks[id]
 		if !ok {
@@ -594,6 +578,10 @@ func (l *ackLog) latency() (Latency, int) {
 			continue
 		}
 		ds = append(ds, max(a-c, 0))
+		if h, ok := l.handed[id]; ok {
+			pub = append(pub, max(h-c, 0))
+			rest = append(rest, max(a-h, 0))
+		}
 	}
-	return latencyOf(ds), unacked
+	return latencyOf(ds), latencyOf(pub), latencyOf(rest), unacked
 }

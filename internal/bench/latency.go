@@ -92,8 +92,7 @@ wait:
 	if err := r.await(ctx, "acks after writing", log.published.Load, committed, time.Now()); err != nil && ctx.Err() != nil {
 		return err
 	}
-	lat, unacked := log.latency()
-	toPublish, toAck := log.stages()
+	lat, toPublish, toAck, unacked := log.latency()
 	work := meter.work(log.published.Load())
 	rr.stop()
 	rep.Latency = &FixedRateReport{
