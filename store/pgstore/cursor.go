@@ -60,8 +60,18 @@ import (
 // The position only moves over handled messages and closed gaps. A long
 // transaction anywhere on the server holds xmin back, and with it the
 // saved position, but not publishing: messages are published as soon as
-// they are visible; only a restarted leader would publish again what was
-// acknowledged since the last save.
+// they are visible.
+//
+// # What a new leader publishes again
+//
+// With the position, a save records the leader's head and the ranges at or
+// below it that it has not handled (open records and gaps, migration 011);
+// every other seq above the position was handled. A new leader starts
+// with those ranges as gaps, so it publishes again only what its
+// predecessor had not had acknowledged at its last save: what was in
+// flight, and what was acknowledged in the last CursorSaveInterval. A save
+// is due when the position moved or anything was handled since the last
+// one.
 //
 // # One leader, and the table path
 //
@@ -142,6 +152,8 @@ type cursorState struct {
 	win        *cursorWindow
 	saved      int64
 	savedAt    time.Time
+	// savedHandled is the window's handled count at the last save.
+	savedHandled uint64
 
 	lastTable time.Time // the last claim of the table path
 	tableMore bool      // it found messages: claim again at once
@@ -314,7 +326,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		gapHi      []int64
 		tabling    []int64
 		doSave     bool
-		savePos    int64
+		save       cursorSaveArgs
 		tryLead    bool
 		leadToken  uuid.UUID
 		tableClaim bool
@@ -352,9 +364,12 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	}
 	if leading {
 		tabling = cs.win.tablingSeqs()
-		savePos = cs.win.pos
 		doSave = len(tabling) > 0 || cs.leaseUntil.Sub(now) < cs.lease*2/3 ||
-			(savePos > cs.saved && (s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= s.cursorSaveInterval()))
+			((cs.win.pos > cs.saved || cs.win.handled != cs.savedHandled) &&
+				(s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= s.cursorSaveInterval()))
+		if doSave {
+			save = cs.win.saveArgs()
+		}
 	}
 	cs.mu.Unlock()
 
@@ -371,7 +386,8 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	var saveTag, tableTag pgconn.CommandTag
 	pauseSave := doSave && failpoint.Enabled && failpoint.Armed(cursorSaveFailpoint)
 	if doSave {
-		b.Queue(s.q.cursorSave, leaderTok, savePos, cs.lease.Milliseconds()).Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
+		b.Queue(s.q.cursorSave, leaderTok, save.pos, cs.lease.Milliseconds(), save.head, save.lo, save.hi).
+			Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
 		if pauseSave {
 			b.Queue(s.q.failpointWatch)
 			b.Queue(s.q.failpointPause)
@@ -385,11 +401,11 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	}
 	var (
 		active bool
-		wonAt  *int64
+		lead   leadResult
 	)
 	if tryLead {
 		b.Queue(s.q.cursorState, p.Owner, leadToken, cs.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&active, &wonAt)
+			return lead.scan(row, &active)
 		})
 	}
 	var (
@@ -445,8 +461,9 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 			cs.dropLead()
 			return marked, s.cursorHandOut(c, p, uuid.Nil, tableRecs), false, nil
 		}
-		cs.saved = max(cs.saved, savePos)
+		cs.saved = max(cs.saved, save.pos)
 		cs.savedAt = sent
+		cs.savedHandled = save.handled
 		cs.leaseUntil = sent.Add(cs.lease)
 		if len(tabling) > 0 {
 			cs.win.tabled(tabling)
@@ -458,13 +475,9 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		case !active:
 			cs.mode = modeClaim // cursor mode was turned off (or never on)
 			cs.checkedAt = sent
-		case wonAt != nil:
-			cs.leader, cs.token = true, leadToken
-			cs.win = newCursorWindow(*wonAt, cursorGapGrace)
-			cs.saved, cs.savedAt, cs.leaseUntil = *wonAt, sent, sent.Add(cs.lease)
+		case lead.pos != nil:
+			cs.takeLead(s, p.Owner, leadToken, lead, sent)
 			won = true
-			s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", s.cfg.Schema),
-				slog.String("owner", p.Owner), slog.Int64("position", *wonAt))
 		}
 	}
 	if doRead && cs.leader && cs.token == leaderTok {
@@ -503,6 +516,25 @@ func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uui
 	sortBySeq(recs)
 	c.Records = recs
 	return c
+}
+
+// cursorSaveArgs is what a save writes (queries/cursor_save.sql): the
+// position, and the head and unhandled ranges (head nil: too many ranges,
+// keep what was saved).
+type cursorSaveArgs struct {
+	pos     int64
+	head    *int64
+	lo, hi  []int64
+	handled uint64 // the window's handled count then
+}
+
+// saveArgs returns what a save of the window writes now.
+func (w *cursorWindow) saveArgs() cursorSaveArgs {
+	a := cursorSaveArgs{pos: w.pos, handled: w.handled}
+	if head, lo, hi, ok := w.unhandled(maxSavedRanges); ok {
+		a.head, a.lo, a.hi = &head, lo, hi
+	}
+	return a
 }
 
 // ackLeading acknowledges seqs under token in the window, if the store
@@ -548,11 +580,11 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 	var (
 		mine, behind []int64
 		leaderTok    = cs.token
-		savePos      int64
+		save         cursorSaveArgs
 	)
 	if cs.leader {
 		mine, behind = cs.win.failing(token, f.seqs)
-		savePos = cs.win.pos
+		save = cs.win.saveArgs()
 	}
 	table := cs.holdsTable(token)
 	cs.mu.Unlock()
@@ -568,7 +600,8 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 	if len(mine) > 0 {
 		// Fences the cursor's writes below (the row stays locked until the
 		// round trip commits).
-		b.Queue(s.q.cursorSave, leaderTok, savePos, cs.lease.Milliseconds()).Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
+		b.Queue(s.q.cursorSave, leaderTok, save.pos, cs.lease.Milliseconds(), save.head, save.lo, save.hi).
+			Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
 	}
 	var changed int64
 	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, nullToken(leaderTok, len(mine) > 0)).
@@ -587,7 +620,8 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 			cs.dropLead()
 			return changed, nil
 		}
-		cs.saved, cs.savedAt, cs.leaseUntil = max(cs.saved, savePos), sent, sent.Add(cs.lease)
+		cs.saved, cs.savedAt, cs.leaseUntil = max(cs.saved, save.pos), sent, sent.Add(cs.lease)
+		cs.savedHandled = save.handled
 		if cs.leader && cs.token == leaderTok {
 			cs.win.failed(token, mine, behind)
 		}
@@ -631,15 +665,15 @@ func (s *Store) Resign(ctx context.Context) error {
 		cs.mu.Unlock()
 		return nil
 	}
-	tok, pos := cs.token, cs.win.pos
+	tok, save := cs.token, cs.win.saveArgs()
 	cs.dropLead()
 	cs.mu.Unlock()
 	b := s.relayBatch()
-	b.Queue(s.q.cursorResign, tok, pos)
+	b.Queue(s.q.cursorResign, tok, save.pos, save.head, save.lo, save.hi)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("pgstore: resign the cursor: %w", err)
 	}
-	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", pos))
+	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", save.pos))
 	return nil
 }
 
@@ -664,9 +698,11 @@ func (s *Store) Leading() (bool, int64) {
 }
 
 // detectMode reads whether the outbox is in cursor mode, once, before the
-// store's first claim. An outbox whose migrations predate cursor mode is
-// in claim mode.
-func (s *Store) detectMode(ctx context.Context) (mode, error) {
+// store's first claim or mark. An outbox whose migrations predate cursor
+// mode is in claim mode. Before a claim (p not nil) it also tries to lead,
+// in the same round trip, so that a new relay's first claim is one round
+// trip shorter.
+func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, error) {
 	cs := &s.cursor
 	cs.mu.Lock()
 	m := cs.mode
@@ -674,33 +710,93 @@ func (s *Store) detectMode(ctx context.Context) (mode, error) {
 	if m != modeUnknown {
 		return m, nil // claims in claim mode check again now and then
 	}
+	cs.db.Lock()
+	defer cs.db.Unlock()
 	var (
 		active bool
-		won    *int64
+		won    leadResult
+		try    = p != nil && p.Limit >= 1 && p.Lease >= time.Millisecond
+		token  = uuid.New()
+		lease  time.Duration
 	)
 	b := s.relayBatch()
-	b.Queue(s.q.cursorState, "", uuid.Nil, int64(1), false).QueryRow(func(row pgx.Row) error { return row.Scan(&active, &won) })
+	if try {
+		lease = leaderLease(p.Lease)
+		b.Queue(s.q.cursorState, p.Owner, token, lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
+			return won.scan(row, &active)
+		})
+	} else {
+		b.Queue(s.q.cursorMode).QueryRow(func(row pgx.Row) error { return row.Scan(&active) })
+	}
+	sent := time.Now()
 	err := s.pool.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: before migration 010
 		active = false
+	case errors.As(err, &pgErr) && pgErr.Code == "42703": // undefined_column: before migration 011
+		if err := s.pool.QueryRow(ctx, s.q.cursorMode).Scan(&active); err != nil {
+			return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
+		}
+		if active {
+			return modeUnknown, fmt.Errorf("read the relay mode: %w: %s.outbox_cursor is older than migration 011; run Migrate ('outbox migrate')",
+				ErrCursorMode, s.cfg.Schema)
+		}
 	case err != nil:
 		return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if cs.mode != modeUnknown {
+		return cs.mode, nil
+	}
 	cs.checkedAt = time.Now()
-	if active {
-		if cs.mode != modeCursor {
-			cs.checkedAt = time.Time{} // a standby tries to lead at its first claim
-			s.cfg.Logger.Info("pgstore: the outbox is in cursor mode", slog.String("schema", s.cfg.Schema))
-		}
-		cs.mode = modeCursor
-	} else {
+	if !active {
 		cs.mode = modeClaim
+		return cs.mode, nil
+	}
+	s.cfg.Logger.Info("pgstore: the outbox is in cursor mode", slog.String("schema", s.cfg.Schema))
+	cs.mode = modeCursor
+	if try {
+		cs.lease = lease
+		if cs.owner == "" {
+			cs.owner = p.Owner
+		}
+	}
+	if won.pos != nil {
+		cs.takeLead(s, p.Owner, token, won, sent)
+	} else {
+		cs.checkedAt = time.Time{} // a standby tries to lead at its first claim
 	}
 	return cs.mode, nil
+}
+
+// leadResult is what an attempt to lead returned (queries/cursor_state.sql):
+// the position to start from (nil: another relay leads), and what the last
+// leader saved as handled above it.
+type leadResult struct {
+	pos, head *int64
+	lo, hi    []int64
+}
+
+func (r *leadResult) scan(row pgx.Row, active *bool) error {
+	return row.Scan(active, &r.pos, &r.head, &r.lo, &r.hi)
+}
+
+// takeLead makes the store the leader under token from what it won at
+// sent. cs.mu is held.
+func (cs *cursorState) takeLead(s *Store, owner string, token uuid.UUID, won leadResult, sent time.Time) {
+	cs.leader, cs.token = true, token
+	cs.win = newCursorWindow(*won.pos, cursorGapGrace)
+	if won.head != nil {
+		// What the predecessor handled above its position is not published
+		// again.
+		cs.win.restore(*won.head, won.lo, won.hi, sent)
+	}
+	cs.saved, cs.savedAt, cs.leaseUntil, cs.savedHandled = *won.pos, sent, sent.Add(cs.lease), 0
+	s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", s.cfg.Schema),
+		slog.String("owner", owner), slog.Int64("position", *won.pos),
+		slog.Int64("handled_up_to", cs.win.head), slog.Int("unhandled_ranges", len(cs.win.gaps)))
 }
 
 func (s *Store) cursorSaveInterval() time.Duration {

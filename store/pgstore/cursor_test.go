@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,6 +235,55 @@ func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
 	// The old leader's token changes nothing any more.
 	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[1:]); err != nil || n != 0 {
 		t.Errorf("old leader's MarkSent = %d, %v; want 0 (fenced)", n, err)
+	}
+}
+
+func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
+	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A writer still open below two committed messages: the position
+	// stays below its seq however many messages above it are acknowledged.
+	late := msg("Order", "late")
+	tx := b.openEnqueue(t, late)
+	lateSeq := b.seqOf(t, tx, late.ID)
+	above := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
+	if got := claimUntil(t, b.store, "A", above...); !slices.Equal(got, above) {
+		t.Fatalf("leader claimed %v, want %v", got, above)
+	}
+	// The next round trip saves what was handled; then the leader dies
+	// (it is never used again, its lease runs out).
+	time.Sleep(5 * time.Millisecond)
+	cursorClaim(t, b.store, "A")
+	if pos := b.savedPosition(t); pos >= lateSeq {
+		t.Fatalf("saved position %d passed the open writer's seq %d", pos, lateSeq)
+	}
+	if err := tx.Commit(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(got, lateSeq) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new leader claimed %v, never the late message %d", got, lateSeq)
+		}
+		c := cursorClaim(t, standby, "B")
+		got = append(got, seqsOf(c.Records)...)
+		markSent(t, standby, c)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !slices.Equal(got, []int64{lateSeq}) {
+		t.Errorf("the new leader claimed %v, want only the late message [%d]: %v were acknowledged and saved as handled", got, lateSeq, above)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for position(t, standby) < above[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("new leader's position %d, want it to reach %d", position(t, standby), above[1])
+		}
+		markSent(t, standby, cursorClaim(t, standby, "B"))
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -511,4 +561,45 @@ func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) 
 	if !slices.Equal(got, seq) {
 		t.Errorf("x published as %v, want %v", got, seq)
 	}
+}
+
+// An outbox migrated only up to 010 (an older binary's Migrate): claim mode
+// runs as before, and cursor mode names the missing migration instead of
+// failing on a column.
+func TestCursor_AnOutboxBeforeMigration011(t *testing.T) {
+	dropColumns := func(t *testing.T, b *bundle) {
+		t.Helper()
+		if _, err := b.pool.Exec(testCtx(t), b.sql(`ALTER TABLE {{schema}}.outbox_cursor
+			DROP COLUMN handled_head, DROP COLUMN unhandled_lo, DROP COLUMN unhandled_hi`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("claim mode", func(t *testing.T) {
+		b := setup(t)
+		dropColumns(t, b)
+		seq := b.enqueue(t, msg("Order", "1"))
+		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cursorClaim(t, s, "A"); !slices.Equal(seqsOf(c.Records), seq) {
+			t.Errorf("claim mode on an outbox at migration 010 claimed %v, want %v", seqsOf(c.Records), seq)
+		}
+		err = s.EnableCursor(testCtx(t))
+		if !errors.Is(err, pgstore.ErrCursorMode) || !strings.Contains(err.Error(), "migration 011") {
+			t.Errorf("EnableCursor = %v, want ErrCursorMode naming migration 011", err)
+		}
+	})
+	t.Run("cursor mode", func(t *testing.T) {
+		b := setupCursor(t, pgstore.Config{})
+		dropColumns(t, b)
+		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Claim(testCtx(t), store.ClaimParams{Owner: "A", Limit: 10, Lease: cursorLease})
+		if !errors.Is(err, pgstore.ErrCursorMode) || !strings.Contains(err.Error(), "migration 011") {
+			t.Errorf("Claim = %v, want ErrCursorMode naming migration 011", err)
+		}
+	})
 }

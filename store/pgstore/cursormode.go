@@ -112,7 +112,7 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 			return fmt.Errorf("check: %w", err)
 		}
 		if !c.migrated {
-			return fmt.Errorf("%w: table %s.outbox_cursor is missing; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema)
+			return fmt.Errorf("%w: table %s.outbox_cursor is missing or older than migration 011; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema)
 		}
 		if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
 			return fmt.Errorf("check: %w", err)

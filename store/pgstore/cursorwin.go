@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -98,6 +99,9 @@ type cursorWindow struct {
 	// grace is how long a gap stays open at least, whatever the snapshots
 	// say (see cursor.go).
 	grace time.Duration
+	// handled counts the records handled and the gaps closed: a save is
+	// due when it changed, even if pos did not move (see unhandled).
+	handled uint64
 
 	recs   map[int64]*cursorRec
 	order  []int64 // seqs of the open records, ascending
@@ -134,6 +138,11 @@ func (w *cursorWindow) gapRanges() (lo, hi []int64) {
 // head extend the window (with a gap for every seq skipped), and gaps that
 // can no longer be filled are closed.
 func (w *cursorWindow) apply(r cursorRead) {
+	for i := range w.gaps {
+		if w.gaps[i].xmax == unsetXmax {
+			w.gaps[i].xmax = r.xmax // restored: see restore
+		}
+	}
 	if !r.gapsComplete {
 		// Rows of the gaps the read left out may be earlier messages of
 		// the aggregates of the rows above the head: take those next time.
@@ -158,6 +167,71 @@ func (w *cursorWindow) apply(r cursorRead) {
 	}
 	if r.gapsComplete {
 		w.closeGaps(r.xmin, r.sent)
+	}
+	w.advance()
+}
+
+// maxSavedRanges bounds the unhandled ranges a save records: beyond it, it
+// records none and the last ones saved stay (they stay true).
+const maxSavedRanges = 1000
+
+// unsetXmax is the bound of a restored gap until the next read gives it
+// one.
+const unsetXmax = math.MaxUint64
+
+// unhandled returns what a successor would have to read again: the seqs in
+// (pos, head] that are open records or in gaps, as ascending, disjoint
+// ranges; every other seq in (pos, head] was handled. ok is false when
+// there are more than max ranges.
+func (w *cursorWindow) unhandled(max int) (head int64, lo, hi []int64, ok bool) {
+	add := func(l, h int64) bool {
+		if n := len(hi); n > 0 && hi[n-1]+1 >= l {
+			hi[n-1] = h
+			return true
+		}
+		if len(lo) == max {
+			return false
+		}
+		lo, hi = append(lo, l), append(hi, h)
+		return true
+	}
+	// Open records and gaps are disjoint (a gap row leaves its gap before
+	// it becomes a record): merge the two ascending lists.
+	i, j := 0, 0
+	for i < len(w.order) || j < len(w.gaps) {
+		var l, h int64
+		if j == len(w.gaps) || (i < len(w.order) && w.order[i] < w.gaps[j].lo) {
+			l, h = w.order[i], w.order[i]
+			i++
+		} else {
+			l, h = w.gaps[j].lo, w.gaps[j].hi
+			j++
+		}
+		if !add(l, h) {
+			return 0, nil, nil, false
+		}
+	}
+	return w.head, lo, hi, true
+}
+
+// restore takes over what a predecessor saved with its position (see
+// unhandled): every seq in (pos, head] outside the ranges was handled, and
+// the seqs inside them become gaps found at `at`, so that the next reads
+// fill them with what committed (the predecessor's open records are
+// committed rows) and close the rest as any gap closes. Their bound is that
+// of the next read: every transaction that may hold one of their seqs took
+// it before the predecessor's save, so before that read's snapshot.
+func (w *cursorWindow) restore(head int64, lo, hi []int64, at time.Time) {
+	if head <= w.pos || len(lo) != len(hi) || w.head != w.pos {
+		return
+	}
+	w.head = head
+	for i := range lo {
+		l, h := max(lo[i], w.pos+1), min(hi[i], head)
+		if l > h || (len(w.gaps) > 0 && w.gaps[len(w.gaps)-1].hi >= l) {
+			continue // outside the window, or not ascending: not from a save
+		}
+		w.gaps = append(w.gaps, cursorGap{lo: l, hi: h, xmax: unsetXmax, at: at})
 	}
 	w.advance()
 }
@@ -227,9 +301,11 @@ func (w *cursorWindow) aggregateTabling(key aggKey) bool {
 // by a read whose snapshot had an xmin of at least their xmax, at least
 // grace before that read was sent.
 func (w *cursorWindow) closeGaps(xmin uint64, sent time.Time) {
+	n := len(w.gaps)
 	w.gaps = slices.DeleteFunc(w.gaps, func(g cursorGap) bool {
 		return xmin >= g.xmax && sent.Sub(g.at) >= w.grace
 	})
+	w.handled += uint64(n - len(w.gaps))
 }
 
 // advance moves pos up to just below the first open record or gap.
@@ -429,6 +505,7 @@ func (w *cursorWindow) remove(s int64) {
 		return
 	}
 	delete(w.recs, s)
+	w.handled++
 	w.order = deleteSorted(w.order, s)
 	rest := deleteSorted(w.aggs[cr.key], s)
 	if len(rest) == 0 {

@@ -216,6 +216,58 @@ func TestCursorWindow_PositionNeverPassesAnOpenRecordOrAGap(t *testing.T) {
 	}
 }
 
+func TestCursorWindow_ASuccessorTakesOverWhatWasHandledAboveThePosition(t *testing.T) {
+	// The leader: seq 11 in a gap (its writer still open), 12 and 13
+	// acknowledged, 14 read and not acknowledged, 15 acknowledged.
+	w := newCursorWindow(10, time.Second)
+	w.apply(headRead(50, 60, winT0, qrow(12, "b"), qrow(13, "c"), qrow(14, "d"), qrow(15, "e")))
+	out := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute)))
+	if n := w.ack(tok(1), []int64{12, 13, 15}); n != 3 {
+		t.Fatalf("ack = %d of %v", n, out)
+	}
+	head, lo, hi, ok := w.unhandled(10)
+	if !ok || head != 15 || !slices.Equal(lo, []int64{11, 14}) || !slices.Equal(hi, []int64{11, 14}) {
+		t.Fatalf("unhandled = %d %v %v %v, want head 15, ranges 11-11 and 14-14", head, lo, hi, ok)
+	}
+	if _, _, _, ok := w.unhandled(1); ok {
+		t.Error("unhandled(1) with two ranges reports ok")
+	}
+
+	// The successor starts at the saved position with those ranges as gaps.
+	at := winT0.Add(time.Minute)
+	s := newCursorWindow(10, time.Second)
+	s.restore(head, lo, hi, at)
+	mustCheck(t, s)
+	if s.pos != 10 || s.head != 15 || len(s.gaps) != 2 {
+		t.Fatalf("restored: %s", dump(s))
+	}
+	// The next read gives the gaps its bound, and fills 11 (committed since)
+	// and 14; 12, 13 and 15 are never handed out again.
+	s.apply(gapRead(70, 80, at, true, qrow(11, "a"), qrow(14, "d")))
+	mustCheck(t, s)
+	for _, g := range s.gaps {
+		if g.xmax != 80 {
+			t.Errorf("gap %d-%d has bound %d, want the read's 80", g.lo, g.hi, g.xmax)
+		}
+	}
+	got := seqsOfRecs(s.handOut(10, tok(2), "B", at.Add(time.Minute)))
+	if !slices.Equal(got, []int64{11, 14}) {
+		t.Fatalf("successor handed out %v, want [11 14]", got)
+	}
+	s.ack(tok(2), got)
+	if s.pos != 15 {
+		t.Errorf("successor's position %d after acknowledging 11 and 14, want 15\n%s", s.pos, dump(s))
+	}
+
+	// Nothing handled above the position: the successor's position moves
+	// to the head at once.
+	e := newCursorWindow(10, time.Second)
+	e.restore(12, nil, nil, at)
+	if e.pos != 12 {
+		t.Errorf("restore with no ranges: position %d, want 12", e.pos)
+	}
+}
+
 func TestCursorWindow_GapClosesOnlyOnceXminReachedItsXmaxAndTheGracePassed(t *testing.T) {
 	const grace = time.Second
 	cases := []struct {
@@ -601,7 +653,6 @@ type simSeq struct {
 	agg       string
 	status    simStatus
 	published bool // on the topic: acknowledged to the window or sent by the table path
-	ackedGen  int  // the leader generation that acknowledged it (0: none)
 }
 
 type simClaim struct {
@@ -621,16 +672,21 @@ type sim struct {
 	locked  map[string]bool
 	fresh   int
 
-	w       *cursorWindow
-	gen     int
-	saved   int64
-	lastPos int64
-	claims  []*simClaim // live claims of this generation
-	stale   []uuid.UUID // tokens that must change nothing
-	leaseOf map[int64]uuid.UUID
-	handed  map[string]int64 // per aggregate, the highest seq handed out in this generation
-	step    int
-	trail   []string
+	w     *cursorWindow
+	gen   int
+	saved int64
+	// savedHead and savedLo/Hi are what the last save recorded above the
+	// position (unhandled); savedDone the seqs it recorded as handled.
+	savedHead        int64
+	savedLo, savedHi []int64
+	savedDone        map[int64]bool
+	lastPos          int64
+	claims           []*simClaim // live claims of this generation
+	stale            []uuid.UUID // tokens that must change nothing
+	leaseOf          map[int64]uuid.UUID
+	handed           map[string]int64 // per aggregate, the highest seq handed out in this generation
+	step             int
+	trail            []string
 	// cutGaps: the gap part of every read is cut at a row or two, as a
 	// real read's is when more rows of gaps became visible than it asks for.
 	cutGaps     bool
@@ -670,6 +726,7 @@ func (s *sim) newToken() uuid.UUID {
 func (s *sim) newLeader(from int64) {
 	s.gen++
 	s.w = newCursorWindow(from, simGrace)
+	s.w.restore(s.savedHead, s.savedLo, s.savedHi, s.now)
 	s.lastPos = from
 	for _, c := range s.claims {
 		s.stale = append(s.stale, c.token)
@@ -677,7 +734,35 @@ func (s *sim) newLeader(from int64) {
 	s.claims = nil
 	s.leaseOf = map[int64]uuid.UUID{}
 	s.handed = map[string]int64{}
-	s.logf("gen %d leads from %d", s.gen, from)
+	s.logf("gen %d leads from %d, handled up to %d but %v-%v", s.gen, from, s.savedHead, s.savedLo, s.savedHi)
+}
+
+// save is a save of the position and of what was handled above it. What
+// it records as handled must be: published, the table path's, or never
+// to commit.
+func (s *sim) save() {
+	a := s.w.saveArgs()
+	s.saved = max(s.saved, a.pos)
+	s.logf("saved %d", s.saved)
+	if a.head == nil {
+		return // too many ranges: the last save's stay
+	}
+	done := map[int64]bool{}
+	for seq := a.pos + 1; seq <= *a.head; seq++ {
+		i, _ := slices.BinarySearch(a.hi, seq)
+		if i < len(a.lo) && a.lo[i] <= seq {
+			continue // unhandled
+		}
+		switch st := s.seqs[seq]; {
+		case st.tx == rolledBack:
+		case !st.tx.done:
+			s.fail("saved %d as handled, whose transaction is still open", seq)
+		case st.status == simQueued && !st.published:
+			s.fail("saved %d as handled, a committed QUEUED message never published", seq)
+		}
+		done[seq] = true
+	}
+	s.savedHead, s.savedLo, s.savedHi, s.savedDone = *a.head, a.lo, a.hi, done
 }
 
 // snapshot is what a read gets (queries/cursor_read.sql): the xmin of
@@ -898,6 +983,8 @@ func (s *sim) handOut(limit int) {
 			s.fail("handed out %d while aggregate %s has a leased record: two leased records of one aggregate", seq, st.agg)
 		case seq < s.handed[st.agg]:
 			s.fail("handed out %d of aggregate %s after its %d", seq, st.agg, s.handed[st.agg])
+		case s.savedDone[seq]:
+			s.fail("handed out %d again, which the last save recorded as handled", seq)
 		}
 		for e := seq - 1; e >= 1; e-- {
 			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && !o.published {
@@ -986,7 +1073,7 @@ func (s *sim) ack(release bool) {
 	}
 	for _, seq := range want {
 		if !release {
-			s.seqs[seq].published, s.seqs[seq].ackedGen = true, s.gen
+			s.seqs[seq].published = true
 		}
 	}
 	s.unlease(c, want)
@@ -1101,8 +1188,8 @@ func (s *sim) check() {
 		case st.tx == rolledBack:
 		case !st.tx.done:
 			s.fail("position %d passed %d, whose transaction is still open", s.w.pos, seq)
-		case st.status == simQueued && st.ackedGen != s.gen:
-			s.fail("position %d passed %d, a committed QUEUED message this leader never had acknowledged", s.w.pos, seq)
+		case st.status == simQueued && !st.published:
+			s.fail("position %d passed %d, a committed QUEUED message never acknowledged", s.w.pos, seq)
 		}
 	}
 	s.lastPos = s.w.pos
@@ -1185,8 +1272,7 @@ func (s *sim) run(steps int) {
 		case n < 94:
 			s.tableSend(1 + s.rng.IntN(3))
 		case n < 99:
-			s.saved = s.w.pos
-			s.logf("saved %d", s.saved)
+			s.save()
 		default:
 			s.newLeader(s.saved)
 		}
@@ -1222,7 +1308,7 @@ func (s *sim) drain() {
 				s.fail("ack of %v = %d", want, n)
 			}
 			for _, seq := range want {
-				s.seqs[seq].published, s.seqs[seq].ackedGen = true, s.gen
+				s.seqs[seq].published = true
 			}
 			s.unlease(c, want)
 		}

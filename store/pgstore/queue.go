@@ -79,7 +79,7 @@ func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []in
 // nil). A batch is one round trip and runs in one implicit transaction,
 // committed at its end. In cursor mode it is cursorTrip.
 func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
-	m, err := s.detectMode(ctx)
+	m, err := s.detectMode(ctx, p)
 	if err != nil {
 		return 0, store.Claim{}, err
 	}
@@ -126,10 +126,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	checking := claiming && s.cursor.claimModeCheckDue()
 	var active bool
 	if checking {
-		b.Queue(s.q.cursorState, p.Owner, uuid.Nil, int64(1), false).QueryRow(func(row pgx.Row) error {
-			var won *int64
-			return row.Scan(&active, &won)
-		})
+		b.Queue(s.q.cursorMode).QueryRow(func(row pgx.Row) error { return row.Scan(&active) })
 	}
 	br := s.pool.SendBatch(ctx, b)
 	if pause {

@@ -73,10 +73,11 @@ type Config struct {
 	// to the zero Partitioning: a plain table.
 	Partitioning Partitioning
 	// CursorSaveInterval is how often, in cursor mode ([EnableCursor]), the
-	// leading relay saves its position while it moves. A leader that stops
-	// without resigning (a crash) leaves the position of its last save, and
-	// the next leader publishes again what was acknowledged after it:
-	// about this interval's worth of messages. Saving is one small UPDATE
+	// leading relay saves its position, and what it handled above it, while
+	// messages are acknowledged. A leader that stops without resigning (a
+	// crash) leaves its last save, and the next leader publishes again what
+	// was in flight and what was acknowledged after that save: about this
+	// interval's worth of messages. Saving is one small UPDATE
 	// in the round trip of a read. Defaults to
 	// [DefaultCursorSaveInterval]; a negative value saves in every
 	// MarkSent, a round trip each (exact Get, more database work).
@@ -148,8 +149,8 @@ type queries struct {
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
 	// Cursor mode (cursor.go).
-	cursorRead, cursorState, cursorSave, cursorResign, cursorTable          string
-	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue string
+	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
+	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -188,6 +189,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.failpointWatch, "failpoint_watch.sql"},
 		{&s.q.failpointPause, "failpoint_pause.sql"},
 		{&s.q.cursorRead, "cursor_read.sql"},
+		{&s.q.cursorMode, "cursor_mode.sql"},
 		{&s.q.cursorState, "cursor_state.sql"},
 		{&s.q.cursorSave, "cursor_save.sql"},
 		{&s.q.cursorResign, "cursor_resign.sql"},

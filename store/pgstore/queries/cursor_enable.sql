@@ -19,7 +19,10 @@ SET active = true,
     lease_token = NULL,
     lease_expires_at = NULL,
     saved_at = now(),
-    enabled_at = now();
+    enabled_at = now(),
+    handled_head = NULL,
+    unhandled_lo = NULL,
+    unhandled_hi = NULL;
 
 -- Statistics for the one row, so that the planner does not assume a table of
 -- hundreds of rows where queries (get.sql, counts.sql, package ops) read the

@@ -1,7 +1,7 @@
 -- Cursor mode: whether the outbox is in cursor mode, and if so, an attempt
 -- to lead it (a standby's, or a new Store's). The attempt succeeds only when
 -- no relay leads: no lease, or an expired one. It returns the position to
--- start from.
+-- start from, and what the last leader handled above it (migration 011).
 --
 -- $1 owner, $2 new lease token, $3 lease in milliseconds, $4 whether to try.
 WITH cur AS (
@@ -14,6 +14,8 @@ WITH cur AS (
     WHERE $4::bool
       AND active
       AND (lease_token IS NULL OR lease_expires_at <= now())
-    RETURNING position
+    RETURNING position, handled_head, unhandled_lo, unhandled_hi
 )
-SELECT coalesce((SELECT active FROM cur), false), (SELECT position FROM won)
+SELECT coalesce((SELECT active FROM cur), false), won.position, won.handled_head, won.unhandled_lo, won.unhandled_hi
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN won ON true
