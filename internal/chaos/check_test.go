@@ -269,3 +269,50 @@ func TestCheck_CopiesOfABrokerOutage_HaveTheirOwnBound(t *testing.T) {
 		}
 	}
 }
+
+// A relay killed after the broker acknowledged a record it had not marked
+// leaves that record to be published again, each time it happens: beyond
+// MaxCopies, every extra copy passes if it has a relay kill of its own
+// whose window holds it; one kill too few, or a kind of fault that kills
+// no relay, fails.
+func TestCheck_CopiesBeyondTheBound_NeedAKillEach(t *testing.T) {
+	kill := func(kind string, at time.Duration) FaultWindow {
+		return FaultWindow{Kind: kind, Target: "relay-1", Start: t0.Add(at), End: t0.Add(at + 100*time.Millisecond)}
+	}
+	withCopies := func(faults []FaultWindow, at ...time.Duration) Verdict {
+		obs, b := healthy()
+		obs.Faults = faults
+		for i, d := range at {
+			c := obs.Records[1]
+			c.Offset, c.Timestamp = int64(2+i), t0.Add(d)
+			obs.Records = append(obs.Records, c)
+		}
+		return Check(obs, b)
+	}
+	three := []FaultWindow{kill(FaultRelayAfterAck, 10*time.Second), kill(FaultRelayAfterAck, 13*time.Second), kill(FaultRelayKill, 16*time.Second)}
+	for _, c := range []struct {
+		name   string
+		faults []FaultWindow
+		copies []time.Duration // the extra copies' timestamps
+		pass   bool
+	}{
+		{"3 extra copies, each after a kill of its own", three, []time.Duration{11 * time.Second, 14 * time.Second, 17 * time.Second}, true},
+		{"4 extra copies, 3 kills", three, []time.Duration{11 * time.Second, 12 * time.Second, 14 * time.Second, 17 * time.Second}, false},
+		{"the last copy inside its kill's grace", three, []time.Duration{11 * time.Second, 14 * time.Second, 20500 * time.Millisecond}, true},
+		{"the last copy after its kill's grace", three, []time.Duration{11 * time.Second, 14 * time.Second, 22 * time.Second}, false},
+		{"3 extra copies, two before the second kill began", three, []time.Duration{11 * time.Second, 12 * time.Second, 14 * time.Second}, false},
+		{"3 extra copies after link faults", []FaultWindow{
+			{Kind: FaultLinkReset, Target: "pg-relay-1", Start: t0.Add(10 * time.Second), End: t0.Add(11 * time.Second)},
+			{Kind: FaultLinkReset, Target: "pg-relay-1", Start: t0.Add(13 * time.Second), End: t0.Add(14 * time.Second)},
+			{Kind: FaultLinkReset, Target: "pg-relay-1", Start: t0.Add(16 * time.Second), End: t0.Add(17 * time.Second)},
+		}, []time.Duration{11 * time.Second, 14 * time.Second, 17 * time.Second}, false},
+	} {
+		v := withCopies(c.faults, c.copies...)
+		if v.Pass != c.pass {
+			t.Errorf("%s: %s %v; want pass %v", c.name, v.Result(), v.Violations, c.pass)
+		}
+		if !c.pass && len(v.Violations[InvDuplicates]) == 0 {
+			t.Errorf("%s failed, but not %s: %v", c.name, InvDuplicates, v.Violations)
+		}
+	}
+}
