@@ -383,6 +383,17 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	}
 
 	b := s.relayBatch()
+	// The read comes first: the bound of the gaps it finds is a
+	// transaction id it takes after its snapshot (queries/cursor_read.sql),
+	// and any write before it in the round trip's transaction (the save,
+	// a mark, a claim) would have taken the id already, before writers
+	// that took theirs while it ran. Such a bound could close the gap of a
+	// writer still open, and lose its message.
+	var read cursorRead
+	if doRead {
+		read.sent = time.Now()
+		s.queueCursorRead(b, readFrom, headLimit, gapLo, gapHi, 4*p.Limit, &read)
+	}
 	var saveTag, tableTag pgconn.CommandTag
 	pauseSave := doSave && failpoint.Enabled && failpoint.Armed(cursorSaveFailpoint)
 	if doSave {
@@ -414,11 +425,6 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	)
 	if tableClaim {
 		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs, true)
-	}
-	var read cursorRead
-	if doRead {
-		read.sent = time.Now()
-		s.queueCursorRead(b, readFrom, headLimit, gapLo, gapHi, 4*p.Limit, &read)
 	}
 	sent := time.Now()
 	br := s.pool.SendBatch(ctx, b)

@@ -94,3 +94,74 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 		}
 	}
 }
+
+// A read's gap bound must be an id taken after the read's snapshot. In a
+// round trip that first saves (an UPDATE, which gives the transaction its
+// id), an id taken by the read itself would be the save's, older than a
+// writer that got its id while the save waited: the gap of that writer's
+// seq would close while it is still open, and its message would be lost.
+// The save waits here on a row lock the test holds.
+func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
+	ctx := testCtx(t)
+	claimUntil(t, b.store, "A", b.enqueue(t, msg("Order", "first"))...) // A leads, and has a save due
+
+	lock, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, b.sql("SELECT 1 FROM {{schema}}.outbox_cursor FOR UPDATE")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	claimed := make(chan store.Claim, 1)
+	go func() {
+		c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease})
+		if err != nil {
+			t.Errorf("Claim: %v", err)
+		}
+		claimed <- c
+	}()
+	// Wait until the save waits for the lock.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var waiting bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%outbox_cursor%' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader's round trip never waited for the cursor row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	late := msg("Order", "late")
+	lateTx := b.openEnqueue(t, late)
+	lateSeq := b.seqOf(t, lateTx, late.ID)
+	b.enqueue(t, msg("Order", "after"))
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := <-claimed
+	markSent(t, b.store, c)
+	// However long late stays open (past the gap grace of 1 s), the
+	// position stays below its seq.
+	deadline = time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		if pos := position(t, b.store); pos >= lateSeq {
+			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, lateSeq)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := lateTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimUntil(t, b.store, "A", lateSeq); !slices.Contains(got, lateSeq) {
+		t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
+	}
+}

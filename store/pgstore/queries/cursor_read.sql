@@ -10,7 +10,11 @@
 -- xmax would not do: it is the newest ended id plus one, and a transaction
 -- still running with a newer id is below neither it nor xmin (a message was
 -- lost that way). It costs the read a transaction id and a commit record
--- (an asynchronous commit, see relay_settings.sql).
+-- (an asynchronous commit, see relay_settings.sql). The read must therefore
+-- be the first statement of its round trip's transaction that takes an id:
+-- after a write (the save, a mark, a claim) the id would be that write's,
+-- taken before writers that got theirs while it ran (another loss, now
+-- tested by TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition).
 --
 -- Both parts are range scans of the primary key (seq): one per gap, one
 -- above the head. The columns are what a publish needs and nothing of the
