@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // historyChunk is the number of rows per statement when the claim phase
@@ -87,7 +88,9 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 	// claims, one for the store's probe below its claim floor, which runs
 	// beside them), whose statements are prepared by claims on the still
 	// empty table, so that no timed claim pays for preparing or connecting.
-	tp, err := r.newPool(ctx, tag+" claims", 2, nil)
+	// It is tuned as the relay's pool is (pgstore.ConfigureRelayPool): no
+	// ping before a claim on a connection idle during the load.
+	tp, err := r.newPool(ctx, tag+" claims", 2, pgstore.ConfigureRelayPool)
 	if err != nil {
 		return ct, err
 	}
