@@ -61,6 +61,15 @@ type CursorState struct {
 	// and publishes the QUEUED messages. Without a leader nothing passes
 	// the position.
 	Leading bool
+	// HandledHead is the leader's head at its last save, when it is above
+	// Position: every seq in (Position, HandledHead] was handled (published
+	// or moved to the table path) but those in UnhandledRanges ranges (read
+	// and not acknowledged yet, or in a gap: a transaction that may still
+	// commit holds the position). A new leader does not publish the handled
+	// ones again. Zero when nothing above the position was recorded
+	// (before migration 011, or nothing handled above it).
+	HandledHead     int64
+	UnhandledRanges int
 	// LagMessages counts the unsent QUEUED messages (seq above Position).
 	// They are included in Stats.Counts[PENDING].
 	LagMessages int64
@@ -108,9 +117,14 @@ func (o *Ops) queueCursor(b *pgx.Batch, c *CursorState) {
 			position                 *int64
 			leader                   *string
 			leaseEnd, saved, enabled *time.Time
+			handledHead              *int64
+			unhandled                int32
 		)
-		if err := row.Scan(&c.At, &active, &position, &leader, &leaseEnd, &c.Leading, &saved, &enabled); err != nil {
+		if err := row.Scan(&c.At, &active, &position, &leader, &leaseEnd, &c.Leading, &saved, &enabled, &handledHead, &unhandled); err != nil {
 			return err
+		}
+		if h := deref(handledHead); h > deref(position) {
+			c.HandledHead, c.UnhandledRanges = h, int(unhandled)
 		}
 		c.Present = active != nil
 		c.Mode = ModeClaim

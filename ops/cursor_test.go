@@ -174,6 +174,31 @@ func TestStats_CursorMode_ReportsTheLeaderAndItsLease(t *testing.T) {
 	}
 }
 
+// What the leader saved as handled above the position is reported, and an
+// outbox before migration 011 (no such columns) still answers.
+func TestStats_CursorMode_ReportsWhatWasHandledAboveThePosition(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enableCursor(t)
+	b.exec(t, `UPDATE {{schema}}.outbox_cursor
+		SET position = 10, handled_head = 25, unhandled_lo = '{11,20}', unhandled_hi = '{11,22}'`)
+	c, err := b.ops.Cursor(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Position != 10 || c.HandledHead != 25 || c.UnhandledRanges != 2 {
+		t.Errorf("Cursor = %+v, want position 10, handled up to 25 but for 2 ranges", c)
+	}
+	b.exec(t, "UPDATE {{schema}}.outbox_cursor SET position = 30")
+	if c = b.stats(t).Cursor; c.HandledHead != 0 || c.UnhandledRanges != 0 {
+		t.Errorf("Cursor = %+v, want nothing handled above a position past the saved head", c)
+	}
+	b.exec(t, `ALTER TABLE {{schema}}.outbox_cursor DROP COLUMN handled_head, DROP COLUMN unhandled_lo, DROP COLUMN unhandled_hi`)
+	if c, err = b.ops.Cursor(testCtx(t)); err != nil || c.Position != 30 || c.HandledHead != 0 {
+		t.Errorf("Cursor before migration 011 = %+v, %v; want position 30 and nothing handled above it", c, err)
+	}
+}
+
 // The messages the cursor passed count in the last minute's throughput,
 // measured against an earlier Stats of the same Ops a minute before; the
 // first Stats cannot know it.

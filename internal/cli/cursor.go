@@ -215,6 +215,10 @@ func printCursor(w io.Writer, c ops.CursorState) {
 	default:
 		fmt.Fprintln(w, "Cursor leader:      none")
 	}
+	if c.HandledHead > 0 {
+		fmt.Fprintf(w, "Handled above it:   up to seq %d, but for %d range(s) read and not acknowledged or in a gap\n",
+			c.HandledHead, c.UnhandledRanges)
+	}
 	if c.LagMessages == 0 {
 		fmt.Fprintln(w, "Cursor lag:         0 messages")
 	} else {
@@ -234,14 +238,18 @@ type cursorJSON struct {
 	Leader         string     `json:"leader"`
 	Leading        bool       `json:"leading"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt"`
-	LagMessages    int64      `json:"lagMessages"`
-	OldestUnsentAt *time.Time `json:"oldestUnsentAt"`
-	LagSeconds     float64    `json:"lagSeconds"`
+	// HandledHead and UnhandledRanges: see ops.CursorState (0: none).
+	HandledHead     int64      `json:"handledHead"`
+	UnhandledRanges int        `json:"unhandledRanges"`
+	LagMessages     int64      `json:"lagMessages"`
+	OldestUnsentAt  *time.Time `json:"oldestUnsentAt"`
+	LagSeconds      float64    `json:"lagSeconds"`
 }
 
 func newCursorJSON(c ops.CursorState) cursorJSON {
 	return cursorJSON{At: c.At, Mode: c.Mode, Present: c.Present, Position: c.Position,
 		SavedAt: timePtr(c.SavedAt), EnabledAt: timePtr(c.EnabledAt), Leader: c.Leader, Leading: c.Leading,
-		LeaseExpiresAt: timePtr(c.LeaseExpiresAt), LagMessages: c.LagMessages,
+		LeaseExpiresAt: timePtr(c.LeaseExpiresAt), HandledHead: c.HandledHead, UnhandledRanges: c.UnhandledRanges,
+		LagMessages:    c.LagMessages,
 		OldestUnsentAt: timePtr(c.OldestUnsentAt), LagSeconds: c.LagAge.Seconds()}
 }
