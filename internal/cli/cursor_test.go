@@ -88,12 +88,17 @@ func TestCursorStatus_PrintsPositionLeaderAndLag(t *testing.T) {
 	f.passCursor(t, 2)
 	f.lead(t, "relay-9")
 	position := f.queryInt(t, "SELECT position FROM {{schema}}.outbox_cursor")
+	// The leader's last save: of the 3 messages above the position, the
+	// first is still in a range it had not handled, the other 2 were.
+	f.exec(t, `UPDATE {{schema}}.outbox_cursor SET handled_head = position + 3,
+		unhandled_lo = ARRAY[position + 1], unhandled_hi = ARRAY[position + 1]`)
 
 	out := f.mustRun(t, exitOK, "cursor", "status").stdout
 	for _, want := range []string{
 		"Mode:               cursor",
 		"Cursor position:    " + strconv.Itoa(position) + " (saved ",
 		"Cursor leader:      relay-9 (lease until ",
+		"Handled above it:   up to seq " + strconv.Itoa(position+3) + ", but for 1 range(s)",
 		"Cursor lag:         3 message(s), the oldest 1h0m",
 	} {
 		if !strings.Contains(out, want) {
@@ -107,7 +112,8 @@ func TestCursorStatus_PrintsPositionLeaderAndLag(t *testing.T) {
 		t.Fatalf("cursor status --json: %v\n%s", err, out)
 	}
 	if got.Mode != ops.ModeCursor || !got.Present || got.Position != int64(position) || got.Leader != "relay-9" || !got.Leading ||
-		got.LeaseExpiresAt == nil || got.SavedAt == nil || got.LagMessages != 3 || got.LagSeconds < 3600 {
+		got.LeaseExpiresAt == nil || got.SavedAt == nil || got.LagMessages != 3 || got.LagSeconds < 3600 ||
+		got.HandledHead != int64(position+3) || got.UnhandledRanges != 1 {
 		t.Errorf("cursor status --json = %+v", got)
 	}
 }
