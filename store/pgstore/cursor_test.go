@@ -238,52 +238,73 @@ func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
 	}
 }
 
+// What the leader saved as handled above a gap is not sent again by the
+// next leader, whether the leader died (its last periodic save) or
+// resigned (the save of Resign; no periodic save runs then).
 func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
-	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A writer still open below two committed messages: the position
-	// stays below its seq however many messages above it are acknowledged.
-	late := msg("Order", "late")
-	tx := b.openEnqueue(t, late)
-	lateSeq := b.seqOf(t, tx, late.ID)
-	above := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
-	if got := claimUntil(t, b.store, "A", above...); !slices.Equal(got, above) {
-		t.Fatalf("leader claimed %v, want %v", got, above)
-	}
-	// The next round trip saves what was handled; then the leader dies
-	// (it is never used again, its lease runs out).
-	time.Sleep(5 * time.Millisecond)
-	cursorClaim(t, b.store, "A")
-	if pos := b.savedPosition(t); pos >= lateSeq {
-		t.Fatalf("saved position %d passed the open writer's seq %d", pos, lateSeq)
-	}
-	if err := tx.Commit(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	var got []int64
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(got, lateSeq) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the new leader claimed %v, never the late message %d", got, lateSeq)
-		}
-		c := cursorClaim(t, standby, "B")
-		got = append(got, seqsOf(c.Records)...)
-		markSent(t, standby, c)
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !slices.Equal(got, []int64{lateSeq}) {
-		t.Errorf("the new leader claimed %v, want only the late message [%d]: %v were acknowledged and saved as handled", got, lateSeq, above)
-	}
-	deadline = time.Now().Add(5 * time.Second)
-	for position(t, standby) < above[1] {
-		if time.Now().After(deadline) {
-			t.Fatalf("new leader's position %d, want it to reach %d", position(t, standby), above[1])
-		}
-		markSent(t, standby, cursorClaim(t, standby, "B"))
-		time.Sleep(20 * time.Millisecond)
+	for _, c := range []struct {
+		name     string
+		interval time.Duration
+		stop     func(t *testing.T, leader *pgstore.Store)
+	}{
+		{"the leader died", time.Millisecond, func(t *testing.T, leader *pgstore.Store) {
+			// The next round trip saves what was handled; then the leader
+			// is never used again, and its lease runs out.
+			time.Sleep(5 * time.Millisecond)
+			cursorClaim(t, leader, "A")
+		}},
+		{"the leader resigned", time.Hour, func(t *testing.T, leader *pgstore.Store) {
+			if err := leader.Resign(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setupCursor(t, pgstore.Config{CursorSaveInterval: c.interval})
+			standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A writer still open below two committed messages: the
+			// position stays below its seq however many messages above it
+			// are acknowledged.
+			late := msg("Order", "late")
+			tx := b.openEnqueue(t, late)
+			lateSeq := b.seqOf(t, tx, late.ID)
+			above := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
+			if got := claimUntil(t, b.store, "A", above...); !slices.Equal(got, above) {
+				t.Fatalf("leader claimed %v, want %v", got, above)
+			}
+			c.stop(t, b.store)
+			if pos := b.savedPosition(t); pos >= lateSeq {
+				t.Fatalf("saved position %d passed the open writer's seq %d", pos, lateSeq)
+			}
+			if err := tx.Commit(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			deadline := time.Now().Add(10 * time.Second)
+			for !slices.Contains(got, lateSeq) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the new leader claimed %v, never the late message %d", got, lateSeq)
+				}
+				c := cursorClaim(t, standby, "B")
+				got = append(got, seqsOf(c.Records)...)
+				markSent(t, standby, c)
+				time.Sleep(50 * time.Millisecond)
+			}
+			if !slices.Equal(got, []int64{lateSeq}) {
+				t.Errorf("the new leader claimed %v, want only the late message [%d]: %v were acknowledged and saved as handled", got, lateSeq, above)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for position(t, standby) < above[1] {
+				if time.Now().After(deadline) {
+					t.Fatalf("new leader's position %d, want it to reach %d", position(t, standby), above[1])
+				}
+				markSent(t, standby, cursorClaim(t, standby, "B"))
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
 
