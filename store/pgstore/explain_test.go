@@ -12,20 +12,26 @@ import (
 	"github.com/outbox-dev/outbox"
 )
 
+// sentHistory enqueues n messages over aggs Order aggregates and marks
+// those matching where (an SQL condition) SENT.
+func (b *bundle) sentHistory(t *testing.T, n, aggs int, where string) {
+	t.Helper()
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = msg("Order", fmt.Sprint(i%aggs))
+	}
+	if err := b.store.Enqueue(testCtx(t), b.pool, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE "+where)
+}
+
 // The claim must not scan the SENT history: with many SENT rows and a small
 // backlog, its due-scan uses the partial index outbox_messages_due.
 func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	msgs := make([]outbox.Message, 20000)
-	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%500))
-	}
-	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now()")
+	b.sentHistory(t, 20000, 500, "true")
 	pending := make([]outbox.Message, 10)
 	for i := range pending {
 		pending[i] = msg("Order", fmt.Sprint(i))
@@ -53,14 +59,7 @@ func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	msgs := make([]outbox.Message, 40000)
-	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%2000))
-	}
-	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE seq % 2 = 0")
+	b.sentHistory(t, 40000, 2000, "seq % 2 = 0")
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
 	tx, err := b.pool.Begin(ctx)
