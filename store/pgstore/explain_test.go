@@ -13,7 +13,7 @@ import (
 )
 
 // sentHistory enqueues n messages over aggs Order aggregates and marks
-// those matching where (an SQL condition) SENT.
+// those matching where (an SQL condition; "" marks none) SENT.
 func (b *bundle) sentHistory(t *testing.T, n, aggs int, where string) {
 	t.Helper()
 	msgs := make([]outbox.Message, n)
@@ -23,7 +23,9 @@ func (b *bundle) sentHistory(t *testing.T, n, aggs int, where string) {
 	if err := b.store.Enqueue(testCtx(t), b.pool, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE "+where)
+	if where != "" {
+		b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE "+where)
+	}
 }
 
 // The claim must not scan the SENT history: with many SENT rows and a small
@@ -92,13 +94,7 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
-	msgs := make([]outbox.Message, 20000)
-	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%2000))
-	}
-	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	b.sentHistory(t, 20000, 2000, "")
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
 	tx, err := b.pool.Begin(ctx)
