@@ -129,6 +129,21 @@ type Config struct {
 	// when a rebalance starts (the runner finishes them before it gives
 	// partitions up). Defaults to [DefaultRebalanceTimeout].
 	RebalanceTimeout time.Duration
+	// InstanceID makes the runner a static member of the group (Kafka's
+	// group.instance.id, KIP-345). A restarted instance with the same id
+	// takes its partitions back at once, without a rebalance, if it comes
+	// back within SessionTimeout; a dynamic member gets partitions only
+	// after the group has waited for its dead predecessor (SessionTimeout,
+	// and RebalanceTimeout on each join). Every instance running at the
+	// same time needs its own id, stable across its restarts (a
+	// StatefulSet pod name, for example): two running with one id fence
+	// each other out of the group. franz-go sends no LeaveGroup for a
+	// static member when it closes, so after a clean shutdown of an
+	// instance that does not come back, its partitions wait SessionTimeout
+	// before the others get them. Kafka's rule for topic names applies: 1
+	// to 249 ASCII letters, digits, '.', '_' or '-', and not "." or "..".
+	// Defaults to none: dynamic membership.
+	InstanceID string
 	// LagRefresh is how often the runner asks the brokers for the high
 	// watermarks of its partitions, so that [Runner.Lag] stays true while
 	// fetching is paused (a partition whose worker has MaxPollRecords
@@ -168,8 +183,16 @@ type Hooks struct {
 	Unassigned func(topic string, partition int32)
 }
 
-// topicRe is Kafka's rule for topic names.
+// topicRe is the character set and length of Kafka's rule for topic
+// names; see validName.
 var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+// validName reports whether s follows Kafka's rule for topic names, which
+// Kafka's clients apply to group.instance.id too
+// (JoinGroupRequest.validateGroupInstanceId).
+func validName(s string) bool {
+	return topicRe.MatchString(s) && s != "." && s != ".."
+}
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -229,7 +252,7 @@ func (c Config) validate() error {
 		return bad("Topics", "needs at least one topic")
 	}
 	for i, t := range c.Topics {
-		if !topicRe.MatchString(t) || t == "." || t == ".." {
+		if !validName(t) {
 			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a valid topic name", t)
 		}
 	}
@@ -252,6 +275,8 @@ func (c Config) validate() error {
 		return bad("SessionTimeout", "must be at least 1s, not %s", c.SessionTimeout)
 	case c.RebalanceTimeout < time.Second:
 		return bad("RebalanceTimeout", "must be at least 1s, not %s", c.RebalanceTimeout)
+	case c.InstanceID != "" && !validName(c.InstanceID):
+		return bad("InstanceID", "%q is not a valid group instance id: 1 to 249 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"", c.InstanceID)
 	case c.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "must be positive")
 	case c.MaxPollRecords < 1:

@@ -61,6 +61,11 @@
 // A handler attempt in progress at that moment is allowed to finish (up to
 // Config.HandlerTimeout), so keep handlers short.
 //
+// A member that crashed holds its partitions until its session times out
+// (Config.SessionTimeout). With Config.InstanceID the runner is a static
+// member: restarted with the same id, it takes its partitions back at once,
+// and it does not leave the group when it stops.
+//
 // # Observability
 //
 // Logs go to Config.Logger with the message id, aggregate id, topic,

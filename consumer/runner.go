@@ -72,7 +72,7 @@ func New(cfg Config) (*Runner, error) {
 // Run joins the consumer group and handles records until ctx ends; then it
 // lets each partition finish the record it is handling (abandoning a
 // pending retry), commits the offsets of what was done, leaves the group
-// and returns nil. It returns an error only when the client cannot be
+// (a static member, [Config.InstanceID], does not) and returns nil. It returns an error only when the client cannot be
 // created. A Runner runs once; a second call returns [ErrAlreadyRunning].
 func (r *Runner) Run(ctx context.Context) error {
 	if !r.ran.CompareAndSwap(false, true) {
@@ -100,6 +100,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
+	}
+	if r.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.cfg.InstanceID))
 	}
 	opts = append(opts, r.secOpts...)
 	opts = append(opts, r.cfg.ExtraOpts...)

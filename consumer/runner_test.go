@@ -327,6 +327,9 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"HandlerTimeout", func(c *consumer.Config) { c.HandlerTimeout = -1 }},
 		{"SessionTimeout", func(c *consumer.Config) { c.SessionTimeout = 500 * time.Millisecond }},
 		{"RebalanceTimeout", func(c *consumer.Config) { c.RebalanceTimeout = -time.Second }},
+		{"InstanceID", func(c *consumer.Config) { c.InstanceID = "billing 1" }},
+		{"InstanceID", func(c *consumer.Config) { c.InstanceID = ".." }},
+		{"InstanceID", func(c *consumer.Config) { c.InstanceID = strings.Repeat("b", 250) }},
 		{"MaxPollRecords", func(c *consumer.Config) { c.MaxPollRecords = -1 }},
 		{"Security.CAFile", func(c *consumer.Config) { c.Security.CAFile = "ca.pem" }},
 	} {
@@ -335,6 +338,13 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		_, err := consumer.New(cfg)
 		if !errors.Is(err, consumer.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("New with bad %s: error %v, want ErrInvalidConfig naming the field", c.field, err)
+		}
+	}
+	for _, id := range []string{"billing-0", "pod_7.billing", "...", strings.Repeat("b", 249)} {
+		cfg := good
+		cfg.InstanceID = id
+		if _, err := consumer.New(cfg); err != nil {
+			t.Errorf("New with InstanceID %q: %v, want it accepted", id, err)
 		}
 	}
 	r, err := consumer.New(good)

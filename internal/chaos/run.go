@@ -308,10 +308,16 @@ func (h *harness) startSystem(ctx context.Context) error {
 	// times out, and every rebalance meanwhile waits up to the rebalance
 	// timeout for it to rejoin; Kafka's defaults (45 s, 60 s) would make
 	// those waits dominate the drain after a few kills in a row, so the
-	// consumers use short ones (their handlers take milliseconds).
+	// consumers use short ones (their handlers take milliseconds). Each
+	// consumer is also a static member with an instance id of its own: a
+	// component runs one process at a time and its restarts reuse the id,
+	// so a restarted consumer takes its partitions back at once. (With
+	// dynamic membership kfake could keep a member killed during a join in
+	// the group for good, holding its partitions; see docs/chaos.md.)
 	stats := []string{"--stats-interval", "1s", "--handler-retry-base", "50ms", "--handler-retry-max", "1s",
 		"--session-timeout", "6s", "--rebalance-timeout", "10s"}
-	if h.billing, err = newComp("billing", append([]string{"example", "billing", "--billing-schema", h.schemas.billing}, stats...), "consumer started"); err != nil {
+	if h.billing, err = newComp("billing", append([]string{"example", "billing", "--billing-schema", h.schemas.billing,
+		"--instance-id", "chaos-billing"}, stats...), "consumer started"); err != nil {
 		return err
 	}
 	var stock []string
@@ -319,7 +325,7 @@ func (h *harness) startSystem(ctx context.Context) error {
 		stock = append(stock, sku+"="+strconv.FormatInt(n, 10))
 	}
 	if h.inventory, err = newComp("inventory", append([]string{"example", "inventory", "--inventory-schema", h.schemas.inventory,
-		"--stock", strings.Join(stock, ",")}, stats...), "consumer started"); err != nil {
+		"--instance-id", "chaos-inventory", "--stock", strings.Join(stock, ",")}, stats...), "consumer started"); err != nil {
 		return err
 	}
 	for i := range h.cfg.OrderServices {

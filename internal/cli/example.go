@@ -182,6 +182,7 @@ type consumerFlags struct {
 	statsInterval time.Duration
 	session       time.Duration
 	rebalance     time.Duration
+	instanceID    string
 }
 
 // consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
@@ -202,6 +203,7 @@ func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSc
 	fs.DurationVar(&c.retryMax, "handler-retry-max", consumer.DefaultRetryMax, "longest wait between retries of a failed event")
 	fs.DurationVar(&c.session, "session-timeout", consumer.DefaultSessionTimeout, "how long the consumer group waits for a crashed member before giving its partitions to the others (the broker allows 6s and up by default)")
 	fs.DurationVar(&c.rebalance, "rebalance-timeout", consumer.DefaultRebalanceTimeout, "how long a rebalance waits for members to rejoin (a crashed member holds every join this long); must cover finishing the events in hand")
+	fs.StringVar(&c.instanceID, "instance-id", "", "stable `id` for static group membership (Kafka's group.instance.id), one per process running at a time (a StatefulSet pod name, say): restarted with it within --session-timeout, the process takes its partitions back at once, without a rebalance; it does not leave the group when stopped, so a process that stays down holds its partitions for --session-timeout. Empty: dynamic membership")
 	fs.DurationVar(&c.statsInterval, "stats-interval", defaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
 }
 
@@ -371,16 +373,23 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 	r, err := consumer.New(consumer.Config{
 		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
 		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
-		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
+		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, InstanceID: cf.instanceID,
+		ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
 	})
 	if err != nil {
-		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "Topics") {
+		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: Topics") {
 			return flagError("topic", "is not usable: %v", err)
+		}
+		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: InstanceID") {
+			return flagError("instance-id", "is not usable: %v", err)
 		}
 		return kafkaConfigError(err)
 	}
 	attrs := append([]any{slog.String("group", group), slog.String("topic", cf.topic),
 		slog.String("inbox_schema", inb.Schema())}, cf.kafka.logAttrs()...)
+	if cf.instanceID != "" {
+		attrs = append(attrs, slog.String("instance_id", cf.instanceID))
+	}
 	a.logger.Info("example consumer starting", attrs...)
 
 	done := make(chan struct{})

@@ -83,6 +83,32 @@ func TestExampleOrders_ServesTheAPIAndStopsCleanly(t *testing.T) {
 	}
 }
 
+// --instance-id is checked by the consumer's config, which the command
+// reaches only after it set up its tables.
+func TestExampleConsumers_BadInstanceIDIsAUsageErrorNamingTheFlag(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Schema(t)
+	env := map[string]string{
+		"OUTBOX_DATABASE_URL": pgtest.URL(), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": "127.0.0.1:1",
+		"OUTBOX_INBOX_SCHEMA": schema + "_inbox", "OUTBOX_BILLING_SCHEMA": schema + "_billing",
+		"OUTBOX_INVENTORY_SCHEMA": schema + "_inventory",
+	}
+	t.Cleanup(func() {
+		for _, s := range []string{"_inbox", "_billing", "_inventory"} {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + s}.Sanitize()+" CASCADE")
+		}
+	})
+	if r := runCLI(t, env, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate: %d %s", r.code, r.stderr)
+	}
+	for _, name := range []string{"billing", "inventory"} {
+		r := runCLI(t, env, "example", name, "--instance-id", "pod 1")
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--instance-id") {
+			t.Errorf("example %s --instance-id 'pod 1': exit %d, stderr %q; want %d naming --instance-id", name, r.code, r.stderr, exitUsage)
+		}
+	}
+}
+
 // Each example process creates its tables at start; two starting at once
 // must both come up.
 func TestExampleConsumers_TwoStartingAtOnceBothCreateTheirTablesAndRun(t *testing.T) {
