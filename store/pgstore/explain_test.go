@@ -41,7 +41,7 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	b.enqueue(t, pending...)
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	plan := explain(t, b.pool, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0))
+	plan := explain(t, b.pool, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0), int64(400), "", "")
 	if !strings.Contains(plan, "outbox_messages_due") {
 		t.Errorf("claim plan does not use outbox_messages_due:\n%s", plan)
 	}
@@ -71,12 +71,12 @@ func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 	defer tx.Rollback(ctx)
 	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
 		"SET LOCAL plan_cache_mode = force_generic_plan",
-		"PREPARE generic_claim(int, text, uuid, bigint, bigint) AS " + b.store.ClaimSQL()} {
+		"PREPARE generic_claim(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.store.ClaimSQL()} {
 		if _, err := tx.Exec(ctx, set); err != nil {
 			t.Fatal(err)
 		}
 	}
-	plan := explain(t, tx, "EXPLAIN (COSTS OFF) EXECUTE generic_claim(100, 'explain', '"+uuid.NewString()+"', 60000, 0)")
+	plan := explain(t, tx, "EXPLAIN (COSTS OFF) EXECUTE generic_claim(100, 'explain', '"+uuid.NewString()+"', 60000, 0, 400, '', '')")
 	if strings.Contains(plan, "Merge Join") || strings.Contains(plan, "Hash Join") || !strings.Contains(plan, "(seq = ANY") {
 		t.Errorf("the generic claim plan does not probe the primary key per claimed seq:\n%s", plan)
 	}

@@ -9,3 +9,6 @@ var ChannelName = channelName
 // ClaimFloorSQL exposes the rendered claim-floor statement to the EXPLAIN
 // tests.
 func (s *Store) ClaimFloorSQL() string { return s.q.claimFloor }
+
+// ClaimSpan is claimSpan, for tests.
+func ClaimSpan(limit int) int64 { return claimSpan(limit) }

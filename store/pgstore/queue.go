@@ -169,16 +169,67 @@ func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimPara
 		}
 	}
 	b.Queue(s.q.claimFloor, sc.from).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
-	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from).Query(func(rows pgx.Rows) error {
-		got, err := pgx.CollectRows(rows, scanRecord)
+	start := s.rotation.get()
+	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from,
+		claimSpan(p.Limit), start.aggregateType, start.aggregateID).Query(func(rows pgx.Rows) error {
+		var last aggregateKey
+		var lastPos int64
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) {
+			var pos *int64
+			rec, err := scanRecordAnd(row, &pos)
+			if err == nil && pos != nil && *pos > lastPos {
+				last, lastPos = aggregateKey{rec.AggregateType, rec.AggregateID}, *pos
+			}
+			return rec, err
+		})
 		if err != nil {
 			return err
+		}
+		if lastPos > 0 {
+			s.rotation.advance(start, last)
 		}
 		sortBySeq(got)
 		*recs = got
 		return nil
 	})
 	return sc
+}
+
+// claimSpan is how many seqs past the first due message the claim's scan
+// in seq order looks at before the scan by aggregate takes over
+// (claim.sql): enough for a claim of limit when the backlog spreads over
+// many aggregates, and a bounded walk when it does not.
+func claimSpan(limit int) int64 {
+	return int64(max(4*limit, 256))
+}
+
+// aggregateKey names an aggregate.
+type aggregateKey struct{ aggregateType, aggregateID string }
+
+// claimRotation is where the claim's scan by aggregate starts: after the
+// last aggregate the previous one claimed from, so that successive claims
+// go round the aggregates instead of always serving the first ones in key
+// order (claim.sql). It only spreads the work: any start is correct.
+type claimRotation struct {
+	mu    sync.Mutex
+	start aggregateKey // the zero key: from the first aggregate
+}
+
+func (r *claimRotation) get() aggregateKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.start
+}
+
+// advance moves the start to last, the last aggregate a claim that started
+// at from claimed from in its scan by aggregate, unless another claim moved
+// the start meanwhile.
+func (r *claimRotation) advance(from, last aggregateKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.start == from {
+		r.start = last
+	}
 }
 
 func sortBySeq(recs []outbox.Record) {
@@ -554,6 +605,11 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 // scanRecord scans the columns that claim.sql returns and get.sql selects,
 // in that order.
 func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
+	return scanRecordAnd(row)
+}
+
+// scanRecordAnd scans a record followed by the columns extra points to.
+func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	var (
 		r                                            outbox.Record
 		aggregateType, aggregateID, eventType, ctype *string
@@ -562,12 +618,13 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 		leaseOwner                                   *string
 		leaseExpiresAt, publishedAt                  *time.Time
 	)
-	err := row.Scan(
+	dest := append([]any{
 		&r.Seq, &r.ID, &aggregateType, &aggregateID, &eventType, &eventVersion,
 		&r.Topic, &r.Payload, &ctype, &r.Headers, &r.CorrelationID, &r.CausationID,
 		&r.TraceParent, &r.CreatedAt, &status, &r.Attempts, &r.NextAttemptAt, &r.LastError,
 		&leaseOwner, &leaseExpiresAt, &publishedAt,
-	)
+	}, extra...)
+	err := row.Scan(dest...)
 	if err != nil {
 		return outbox.Record{}, err
 	}

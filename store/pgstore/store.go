@@ -127,8 +127,10 @@ type Store struct {
 	cfg     Config
 	channel string // the NOTIFY channel, "outbox_" + schema
 	q       queries
-	floor   claimFloor  // where claims start their scan (queue.go)
-	cursor  cursorState // cursor mode (cursor.go)
+	floor   claimFloor // where claims start their scan (queue.go)
+	// rotation is where claims start their scan by aggregate (queue.go).
+	rotation claimRotation
+	cursor   cursorState // cursor mode (cursor.go)
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []Migration
 }
