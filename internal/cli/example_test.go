@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/internal/pgtest"
@@ -88,16 +89,7 @@ func TestExampleOrders_ServesTheAPIAndStopsCleanly(t *testing.T) {
 func TestExampleConsumers_BadInstanceIDIsAUsageErrorNamingTheFlag(t *testing.T) {
 	t.Parallel()
 	pool, schema := pgtest.Schema(t)
-	env := map[string]string{
-		"OUTBOX_DATABASE_URL": pgtest.URL(), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": "127.0.0.1:1",
-		"OUTBOX_INBOX_SCHEMA": schema + "_inbox", "OUTBOX_BILLING_SCHEMA": schema + "_billing",
-		"OUTBOX_INVENTORY_SCHEMA": schema + "_inventory",
-	}
-	t.Cleanup(func() {
-		for _, s := range []string{"_inbox", "_billing", "_inventory"} {
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + s}.Sanitize()+" CASCADE")
-		}
-	})
+	env := exampleEnv(t, pool, schema, "127.0.0.1:1")
 	if r := runCLI(t, env, "migrate"); r.code != exitOK {
 		t.Fatalf("migrate: %d %s", r.code, r.stderr)
 	}
@@ -119,16 +111,7 @@ func TestExampleConsumers_TwoStartingAtOnceBothCreateTheirTablesAndRun(t *testin
 		t.Fatal(err)
 	}
 	defer b.Close()
-	env := map[string]string{
-		"OUTBOX_DATABASE_URL": pgtest.URL(), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": strings.Join(b.Addrs(), ","),
-		"OUTBOX_INBOX_SCHEMA": schema + "_inbox", "OUTBOX_BILLING_SCHEMA": schema + "_billing",
-		"OUTBOX_INVENTORY_SCHEMA": schema + "_inventory",
-	}
-	t.Cleanup(func() {
-		for _, s := range []string{"_inbox", "_billing", "_inventory"} {
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + s}.Sanitize()+" CASCADE")
-		}
-	})
+	env := exampleEnv(t, pool, schema, strings.Join(b.Addrs(), ","))
 	if r := runCLI(t, env, "migrate"); r.code != exitOK {
 		t.Fatalf("migrate: %d %s", r.code, r.stderr)
 	}
@@ -151,5 +134,22 @@ func TestExampleConsumers_TwoStartingAtOnceBothCreateTheirTablesAndRun(t *testin
 		if code := exitCode(t, r.done, r.stderr); code != exitOK {
 			t.Errorf("exit %d after stop; stderr:\n%s", code, r.stderr.String())
 		}
+	}
+}
+
+// exampleEnv is the environment of the example consumers on schema (the
+// outbox) with the inbox, billing and inventory schemas beside it, dropped
+// at the test's end, and brokers as the Kafka seed brokers.
+func exampleEnv(t *testing.T, pool *pgxpool.Pool, schema, brokers string) map[string]string {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, s := range []string{"_inbox", "_billing", "_inventory"} {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema + s}.Sanitize()+" CASCADE")
+		}
+	})
+	return map[string]string{
+		"OUTBOX_DATABASE_URL": pgtest.URL(), "OUTBOX_SCHEMA": schema, "OUTBOX_KAFKA_BROKERS": brokers,
+		"OUTBOX_INBOX_SCHEMA": schema + "_inbox", "OUTBOX_BILLING_SCHEMA": schema + "_billing",
+		"OUTBOX_INVENTORY_SCHEMA": schema + "_inventory",
 	}
 }

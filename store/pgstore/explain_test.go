@@ -60,22 +60,10 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
 	b.sentHistory(t, 40000, 2000, "seq % 2 = 0")
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
-		"SET LOCAL plan_cache_mode = force_generic_plan",
-		"PREPARE generic_claim(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.store.ClaimSQL()} {
-		if _, err := tx.Exec(ctx, set); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := b.genericClaim(t, "generic_claim")
 	plan := explain(t, tx, "EXPLAIN (COSTS OFF) EXECUTE generic_claim(100, 'explain', '"+uuid.NewString()+"', 60000, 0, 400, '', '')")
 	if strings.Contains(plan, "Merge Join") || strings.Contains(plan, "Hash Join") || !strings.Contains(plan, "(seq = ANY") {
 		t.Errorf("the generic claim plan does not probe the primary key per claimed seq:\n%s", plan)
@@ -111,6 +99,27 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 	if strings.Contains(plan, "Materialize") || !strings.Contains(plan, "SubPlan") {
 		t.Errorf("the dead-letter check is not a probe per candidate:\n%s", plan)
 	}
+}
+
+// genericClaim begins a transaction (rolled back at the test's end) with the
+// relay's planner settings and the claim prepared as name, planned
+// generically as the relay plans it.
+func (b *bundle) genericClaim(t *testing.T, name string) pgx.Tx {
+	t.Helper()
+	ctx := testCtx(t)
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
+		"SET LOCAL plan_cache_mode = force_generic_plan",
+		"PREPARE " + name + "(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.store.ClaimSQL()} {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tx
 }
 
 // explain runs an EXPLAIN statement on q and returns the plan's text.

@@ -76,21 +76,10 @@ func TestClaim_ScanOfTheDueIndexIsBoundedBehindHotAggregates(t *testing.T) {
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
 
 	ctx := testCtx(t)
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
-		"SET LOCAL plan_cache_mode = force_generic_plan",
-		"PREPARE hot_claim(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.store.ClaimSQL()} {
-		if _, err := tx.Exec(ctx, set); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := b.genericClaim(t, "hot_claim")
 	var plan []struct{ Plan planNode }
 	var raw []byte
-	err = tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE hot_claim(%d, 'explain', '%s', 60000, 0, %d, '', '')",
+	err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE hot_claim(%d, 'explain', '%s', 60000, 0, %d, '', '')",
 		limit, uuid.New(), span)).Scan(&raw)
 	if err != nil {
 		t.Fatal(err)
