@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,5 +170,92 @@ func TestClaim_ClaimsByAggregateGoRoundTheAggregates(t *testing.T) {
 		if n != rounds {
 			t.Errorf("aggregate %s served %d times in %d rounds", id, n, rounds)
 		}
+	}
+}
+
+// Relays that claim at the same time, with the heads beyond the span so
+// that the scan by aggregate finds them, still hold at most one message of
+// an aggregate at a time, take each aggregate's messages in seq order, and
+// never take one twice.
+func TestClaim_ConcurrentClaimsByAggregateKeepTheAggregatesOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const limit, relays, per = 5, 4, 5
+	span := int(pgstore.ClaimSpan(limit))
+	b.enqueueRoundRobin(t, 2*span, "blocked")
+	b.blockHead(t, "blocked")
+	ids := make([]string, 40)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("agg-%02d", i)
+	}
+	b.enqueueRoundRobin(t, per*len(ids), ids...)
+
+	ctx := testCtx(t)
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int64{} // aggregate -> seq held by a claim
+		last     = map[string]int64{} // aggregate -> last seq claimed
+		claimed  = map[int64]bool{}
+		done     atomic.Int64
+		errs     []string
+	)
+	want := int64(per * len(ids))
+	var wg sync.WaitGroup
+	for i := range relays {
+		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := store.ClaimParams{Owner: fmt.Sprint("relay-", i), Limit: limit, Lease: time.Minute}
+		wg.Go(func() {
+			deadline := time.Now().Add(20 * time.Second)
+			for done.Load() < want && time.Now().Before(deadline) {
+				c, err := s.Claim(ctx, p)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err.Error())
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				for _, r := range c.Records {
+					k := r.AggregateID
+					switch {
+					case claimed[r.Seq]:
+						errs = append(errs, fmt.Sprintf("seq %d claimed twice", r.Seq))
+					case inFlight[k] != 0:
+						errs = append(errs, fmt.Sprintf("%s: seq %d claimed while %d is held", k, r.Seq, inFlight[k]))
+					case r.Seq < last[k]:
+						errs = append(errs, fmt.Sprintf("%s: seq %d claimed after %d", k, r.Seq, last[k]))
+					}
+					claimed[r.Seq], inFlight[k], last[k] = true, r.Seq, r.Seq
+				}
+				// Released before the mark commits: a later message of the
+				// aggregate is claimable only after that.
+				for _, r := range c.Records {
+					delete(inFlight, r.AggregateID)
+				}
+				mu.Unlock()
+				if len(c.Records) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				n, err := s.MarkSent(ctx, c.Token, seqsOf(c.Records))
+				if err != nil || n != int64(len(c.Records)) {
+					mu.Lock()
+					errs = append(errs, fmt.Sprintf("MarkSent = %d, %v", n, err))
+					mu.Unlock()
+					return
+				}
+				done.Add(n)
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if got := done.Load(); got != want {
+		t.Errorf("%d relays sent %d of %d messages", relays, got, want)
 	}
 }
