@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +40,8 @@ const (
 	failpointAfterAck    = "relay-after-ack"
 	failpointInMark      = "pgstore-mark-sent-before-commit"
 	failpointCursorSave  = "pgstore-cursor-save-before-commit" // relay-kill-in-mark in cursor mode
-	handOverEvery        = 3 * time.Second
+	followLeaderEvery    = 250 * time.Millisecond
+	lateHitGrace         = time.Second
 	failpointWait        = 20 * time.Second
 	restartWithin        = 60 * time.Second
 	concurrentFaultKinds = "late-commit late-rollback poison"
@@ -245,57 +247,13 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		point := failpointAfterAck
 		if f.Kind == FaultRelayInMark {
 			point = failpointInMark
-		}
-		var handOver <-chan time.Time
-		if h.cfg.Cursor {
-			// Only the leader publishes cursor messages, and it marks them
-			// in memory: aim at it, and kill it inside the save of its
-			// position rather than in a mark.
-			if f.Kind == FaultRelayInMark {
+			if h.cfg.Cursor {
+				// The leader marks cursor messages in memory: kill it
+				// inside the save of its position rather than in a mark.
 				point = failpointCursorSave
 			}
-			if l := h.component(h.cursorLeader(ctx)); l != nil {
-				c = l
-			}
-			t := time.NewTicker(handOverEvery)
-			defer t.Stop()
-			handOver = t.C
 		}
-		c.stop(10 * time.Second)
-		hit, err := c.startWatching(restartWithin, "FAILPOINT "+point, "OUTBOX_FAILPOINT="+point)
-		if err != nil {
-			return err
-		}
-		var result error
-		timeout := time.After(failpointWait)
-	wait:
-		for {
-			select {
-			case <-hit:
-				break wait
-			case <-handOver:
-				// Another relay led when c restarted (c resigned on
-				// SIGTERM): restart that one too, so that it resigns.
-				if l := h.component(h.cursorLeader(ctx)); l != nil && l != c {
-					l.stop(15 * time.Second)
-					if err := l.start(restartWithin); err != nil {
-						result = err
-						break wait
-					}
-				}
-			case <-timeout:
-				result = fmt.Errorf("no message reached failpoint %s within %s (is the binary built with -tags failpoints?)", point, failpointWait)
-				break wait
-			case <-ctx.Done():
-				result = ctx.Err()
-				break wait
-			}
-		}
-		c.kill()
-		if err := c.start(restartWithin); err != nil {
-			return err
-		}
-		return result
+		return h.killAtFailpoint(ctx, c, point)
 	case FaultRelayZombie:
 		if err := c.signal(sigStop); err != nil {
 			return err
@@ -382,6 +340,103 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		return err
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// killAtFailpoint arms the running relay target at point, waits for it to
+// reach the point (where it pauses), kills it there and restarts it. In
+// cursor mode the leader publishes nearly everything, so the fault follows
+// the lead instead: whichever relay leads is armed, and a relay armed
+// earlier stays armed until one of them is killed. Arming a running
+// process (no restart) leaves the lead where it is, so the fault cannot
+// miss because a standby took the lead over while a restarted relay came up.
+func (h *harness) killAtFailpoint(ctx context.Context, target *component, point string) error {
+	hits := make(chan *component, len(h.relays)+1)
+	done := make(chan struct{})
+	defer close(done)
+	var armed []*component
+	aim := func(c *component) error {
+		if c == nil || slices.Contains(armed, c) {
+			return nil
+		}
+		p := c.current()
+		if p == nil {
+			return fmt.Errorf("%s is not running", c.name)
+		}
+		hit := p.watch("FAILPOINT " + point)
+		if err := c.arm(point); err != nil {
+			return err
+		}
+		armed = append(armed, c)
+		go func() {
+			select {
+			case <-hit:
+				hits <- c
+			case <-done:
+			}
+		}()
+		return nil
+	}
+	disarmAll := func() {
+		for _, c := range armed {
+			c.disarm()
+		}
+	}
+	defer disarmAll()
+	if h.cfg.Cursor {
+		if l := h.component(h.cursorLeader(ctx)); l != nil {
+			target = l
+		}
+	}
+	if err := aim(target); err != nil {
+		return err
+	}
+	// settle disarms every armed relay and kills (and restarts) each that
+	// reached the point: first, if not nil, and any that read its arming
+	// just before the disarm and reaches the point within lateHitGrace.
+	settle := func(first *component) (killed bool, err error) {
+		disarmAll()
+		late := time.After(lateHitGrace)
+		for c := first; ; c = nil {
+			if c == nil {
+				select {
+				case c = <-hits:
+				case <-late:
+					return killed, err
+				}
+			}
+			killed = true
+			c.kill()
+			if e := c.start(restartWithin); err == nil {
+				err = e
+			}
+		}
+	}
+	follow := time.NewTicker(followLeaderEvery)
+	defer follow.Stop()
+	timeout := time.After(failpointWait)
+	for {
+		select {
+		case c := <-hits:
+			_, err := settle(c)
+			return err
+		case <-follow.C:
+			if h.cfg.Cursor {
+				if err := aim(h.component(h.cursorLeader(ctx))); err != nil {
+					h.logf("fault %s: cannot follow the lead: %v", point, err)
+				}
+			}
+		case <-timeout:
+			if killed, err := settle(nil); killed {
+				return err
+			}
+			return fmt.Errorf("no message reached failpoint %s within %s (is the binary built with -tags failpoints?)", point, failpointWait)
+		case <-ctx.Done():
+			if killed, err := settle(nil); killed {
+				return err
+			}
+			return ctx.Err()
+		}
+	}
 }
 
 // cursorLeader is the relay id of the cursor's leader (cursor mode), or ""

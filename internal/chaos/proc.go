@@ -26,6 +26,9 @@ type component struct {
 	env     []string // added to the harness's environment
 	ready   string   // output that says it is up
 	logPath string
+	// failpointFile arms the running process at the failpoint it names
+	// (OUTBOX_FAILPOINT_FILE); "" for a component without failpoints.
+	failpointFile string
 
 	mu         sync.Mutex
 	cur        *process
@@ -190,6 +193,32 @@ func (p *process) done() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// arm makes the running process pause at the failpoint point the next time
+// it reaches it (see package failpoint).
+func (c *component) arm(point string) error {
+	if c.failpointFile == "" {
+		return fmt.Errorf("%s has no failpoints", c.name)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.failpointFile), 0o755); err != nil {
+		return fmt.Errorf("chaos: arm %s: %w", c.name, err)
+	}
+	tmp := c.failpointFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(point+"\n"), 0o644); err != nil {
+		return fmt.Errorf("chaos: arm %s: %w", c.name, err)
+	}
+	if err := os.Rename(tmp, c.failpointFile); err != nil {
+		return fmt.Errorf("chaos: arm %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// disarm undoes arm; a process already paused at the point stays paused.
+func (c *component) disarm() {
+	if c.failpointFile != "" {
+		_ = os.Remove(c.failpointFile)
 	}
 }
 

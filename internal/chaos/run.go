@@ -282,6 +282,7 @@ func (h *harness) startSystem(ctx context.Context) error {
 		"OUTBOX_KAFKA_BROKERS=" + h.brokerProxy,
 		"OUTBOX_METRICS_ADDR=off",
 		"OUTBOX_FAILPOINT=",
+		"OUTBOX_FAILPOINT_FILE=",
 	}
 	newComp := func(name string, args []string, ready string) (*component, error) {
 		addr, err := h.links.add("pg-"+name, "127.0.0.1:0", pgAddr)
@@ -349,6 +350,8 @@ func (h *harness) startSystem(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		c.failpointFile = filepath.Join(h.dir, "failpoints", name)
+		c.env = append(c.env, "OUTBOX_FAILPOINT_FILE="+c.failpointFile)
 		h.relays = append(h.relays, c)
 	}
 	// Consumers first (they create their tables), the order services

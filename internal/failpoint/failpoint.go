@@ -3,8 +3,10 @@
 // Package failpoint lets crash tests stop a real relay process at a named
 // point. In normal builds Inject does nothing and compiles away; a binary
 // built with -tags failpoints pauses at the point named by the environment
-// variable OUTBOX_FAILPOINT, after printing "FAILPOINT <name>" to stderr, so
-// that a test can kill it there with SIGKILL.
+// variable OUTBOX_FAILPOINT (or, while it is empty, in the file that
+// OUTBOX_FAILPOINT_FILE names, read at each point so that a running process
+// can be armed), after printing "FAILPOINT <name>" to stderr, so that a test
+// can kill it there with SIGKILL.
 package failpoint
 
 // Enabled reports whether this build has failpoints.
