@@ -57,9 +57,17 @@
 // SQLite lets one connection write at a time; in WAL mode readers go on
 // meanwhile. The store leans on that instead of PostgreSQL's row locks:
 //
-//   - A claim is one UPDATE in a short write transaction. While it runs no
-//     one else writes, so two claims never take the same message; there is
-//     nothing to skip, and no FOR UPDATE SKIP LOCKED.
+//   - A claim is a short write transaction: a walk in seq order over the
+//     first unsent messages (four times the batch, at least 256) for due
+//     heads of aggregates, when it finds too few and more messages wait, a
+//     scan from aggregate to aggregate for the heads beyond (at most as many
+//     aggregates, starting after the one the store's last scan ended with),
+//     and one UPDATE that leases them. While it runs no one else writes, so
+//     two claims never take the same message; there is nothing to skip, and
+//     no FOR UPDATE SKIP LOCKED. Its work is bounded however the backlog
+//     spreads over aggregates: behind 200,000 messages on 10 aggregates a
+//     claim took 408 ms (holding the write lock) when it walked every
+//     message in seq order, and takes 4.6 ms now (BenchmarkClaim).
 //   - A message's seq is given out while its transaction holds the write
 //     lock, so within an aggregate enqueue order is commit order, and the
 //     relay publishes in that order. (PostgreSQL's late-commit caveat does
@@ -104,11 +112,12 @@
 // uses:
 //
 //   - outbox_messages_due, on (seq) where status is PENDING, FAILED or
-//     IN_FLIGHT: the claim's scan for due messages in seq order, in
-//     proportion to the backlog, not to the table.
+//     IN_FLIGHT: the claim's walk for due messages in seq order, in
+//     proportion to its span, not to the table.
 //   - outbox_messages_unsent_by_aggregate, on (aggregate_type,
 //     aggregate_id, seq) where the status is not SENT: the claim's probe
-//     "is there an earlier unsent message of this aggregate?".
+//     "is there an earlier unsent message of this aggregate?", and its
+//     scan from one aggregate's head to the next.
 //   - outbox_messages_sent_by_published_at, on (published_at) where status
 //     is SENT: [Store.Cleanup]'s oldest-first deletes.
 //

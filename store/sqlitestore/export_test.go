@@ -1,5 +1,23 @@
 package sqlitestore
 
-// ClaimSQL and CleanupSQL expose rendered statements to the query plan tests.
-func (s *Store) ClaimSQL() string   { return s.q.claim }
+// CleanupSQL exposes a rendered statement to the query plan tests.
 func (s *Store) CleanupSQL() string { return s.q.cleanup }
+
+// ClaimStep is one statement of a claim, with arguments for EXPLAIN.
+type ClaimStep struct {
+	Name, SQL string
+	Args      []any
+}
+
+// ClaimSteps are the rendered statements of a claim, in order.
+func (s *Store) ClaimSteps() []ClaimStep {
+	return []ClaimStep{
+		{"claim_by_seq", s.q.claimBySeq, []any{10, 256}},
+		{"claim_beyond", s.q.claimBeyond, []any{256}},
+		{"claim_by_aggregate", s.q.claimByAggregate, []any{"order", "1", true, "order", "9", 256}},
+		{"claim", s.q.claim, []any{"[1,2,3]", "r", "token", 1000}},
+	}
+}
+
+// ClaimSpan is claimSpan for tests.
+func ClaimSpan(limit int) int { return claimSpan(limit) }

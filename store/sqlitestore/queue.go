@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -19,48 +18,6 @@ import (
 
 // maxLastErrorBytes bounds the error text kept per message.
 const maxLastErrorBytes = 4000
-
-// Claim leases up to p.Limit due messages to p.Owner for p.Lease under a
-// new random token, with the guarantees of [store.Queue]: only due messages,
-// only the head of each aggregate, never a message another claim holds. It is
-// one statement in a short write transaction of its own; no transaction
-// stays open afterwards. Records are in Seq order. A Limit below 1 claims nothing;
-// a Lease shorter than a millisecond is an error, since such a lease would
-// expire at once.
-func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
-	if p.Lease < time.Millisecond {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: Lease %v must be at least 1ms", p.Lease)
-	}
-	token, err := uuid.NewRandom()
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: new token: %w", err)
-	}
-	c := store.Claim{Token: token}
-	if p.Limit < 1 {
-		return c, nil
-	}
-	// A write transaction of its own: through a *sql.DB from Open it takes
-	// the write lock at BEGIN (and the process's write gate before that).
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: begin: %w", err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-	rows, err := tx.QueryContext(ctx, s.q.claim, p.Limit, p.Owner, token.String(), p.Lease.Milliseconds())
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
-	}
-	recs, err := collectRecords(rows)
-	if err != nil {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return store.Claim{}, fmt.Errorf("sqlitestore: claim: commit: %w", err)
-	}
-	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	c.Records = recs
-	return c, nil
-}
 
 // MarkSent marks the messages SENT, with PublishedAt the database's now, if
 // they are still IN_FLIGHT under token, and returns how many it changed.

@@ -83,6 +83,8 @@ type Store struct {
 	q   queries
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []Migration
+	// rotation is where the next claim's scan by aggregate starts.
+	rotation rotation
 }
 
 // Compile-time proof that Store is a store backend.
@@ -90,7 +92,10 @@ var _ store.Queue = (*Store)(nil)
 
 // queries are the rendered SQL texts, with the table prefix filled in.
 type queries struct {
-	enqueue, claim, markSent, markFailed, release, get, counts, cleanup string
+	enqueue, markSent, markFailed, release, get, counts, cleanup string
+
+	// The steps of a claim (claim.go).
+	claimBySeq, claimBeyond, claimByAggregate, claim string
 
 	migrateSetup, migrateApplied, migrateRecord string
 }
@@ -116,6 +121,9 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		file string
 	}{
 		{&s.q.enqueue, "enqueue.sql"},
+		{&s.q.claimBySeq, "claim_by_seq.sql"},
+		{&s.q.claimBeyond, "claim_beyond.sql"},
+		{&s.q.claimByAggregate, "claim_by_aggregate.sql"},
 		{&s.q.claim, "claim.sql"},
 		{&s.q.markSent, "mark_sent.sql"},
 		{&s.q.markFailed, "mark_failed.sql"},
