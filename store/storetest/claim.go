@@ -24,6 +24,28 @@ var claimSpecs = []spec{
 	{"Claim_DeadLetterBlocksItsAggregateOnly", testClaimDeadLetterBlocksItsAggregateOnly},
 	{"Claim_RejectsLeaseBelowOneMillisecond", testClaimRejectsLeaseBelowOneMillisecond},
 	{"Claim_ConcurrentClaimsNeverShareAMessage", testClaimConcurrentClaimsNeverShareAMessage},
+	{"Claim_FindsAHeadBehindALongBlockedBacklog", testClaimFindsAHeadBehindALongBlockedBacklog},
+	{"Claim_TakesTurnsBetweenAggregatesBehindABlockedBacklog", testClaimTakesTurnsBetweenAggregatesBehindABlockedBacklog},
+}
+
+// blockedBacklog is longer than any store's claim looks at in seq order
+// for a small batch (both read a span of a few hundred messages).
+const blockedBacklog = 1200
+
+// enqueueBlockedBacklog enqueues n messages round robin over the Order
+// aggregates ids, then blocks the head of the first, ids[0], with a failure
+// due in an hour: its messages wait behind it.
+func (s *suite) enqueueBlockedBacklog(t *testing.T, n int, ids ...string) []int64 {
+	t.Helper()
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = msg("Order", ids[i%len(ids)])
+	}
+	seq := s.enqueue(t, msgs...)
+	c := s.claim(t, 1, time.Minute)
+	assertSeqs(t, "claim of the head to block", c.Records, seq[0])
+	s.markFailed(t, c.Token, 1, store.Failure{Seq: seq[0], Error: "boom", Delay: time.Hour, CountAttempt: true})
+	return seq
 }
 
 func testClaimLeasesOnlyTheHeadOfEachAggregate(t *testing.T, s *suite) {
@@ -200,6 +222,97 @@ func testClaimConcurrentClaimsNeverShareAMessage(t *testing.T, s *suite) {
 	for agg, seqs := range order {
 		if !slices.IsSorted(seqs) {
 			t.Errorf("aggregate %s claimed out of order: %v", agg, seqs)
+		}
+	}
+}
+
+// claimsToReadPast is how many claims of limit it takes a store to reach
+// a head behind n messages that cannot go: one for a store that claims from
+// its table, which finds heads wherever they are; for one that claims from
+// memory (Harness.ClaimsInMemory), which reads in seq order a batch per
+// claim, the claims that read the n messages first.
+func (s *suite) claimsToReadPast(n, limit int) int {
+	if s.h.ClaimsInMemory {
+		return n/limit + 2
+	}
+	return 1
+}
+
+// A head behind a long backlog that waits for its aggregate's failed head
+// is still claimed: a claim does not stop at the first messages in seq
+// order when none of them can go.
+func testClaimFindsAHeadBehindALongBlockedBacklog(t *testing.T, s *suite) {
+	seq := s.enqueueBlockedBacklog(t, blockedBacklog, "hot-a", "hot-b")
+	cold := s.enqueue(t, msg("Order", "cold"))
+	// hot-a waits for its retry; hot-b's head is seq[1].
+	const limit = 10
+	var got []int64
+	claims := s.claimsToReadPast(blockedBacklog, limit)
+	for range claims {
+		got = append(got, seqsOf(s.claim(t, limit, time.Minute).Records)...)
+		if slices.Contains(got, cold[0]) {
+			break
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{seq[1], cold[0]}) {
+		t.Errorf("%d claims of %d behind the blocked backlog claimed seqs %v, want %v", claims, limit, got, []int64{seq[1], cold[0]})
+	}
+}
+
+// Claims that find their heads behind a blocked backlog go round the
+// aggregates: the first 60 messages they serve of 30 aggregates (4
+// messages each) are each aggregate's first two, rather than the first
+// aggregates' next messages again as soon as those are due.
+func testClaimTakesTurnsBetweenAggregatesBehindABlockedBacklog(t *testing.T, s *suite) {
+	const backlog = blockedBacklog / 2
+	s.enqueueBlockedBacklog(t, backlog, "blocked")
+	ids := make([]string, 30)
+	msgs := make([]outbox.Message, 0, 4*len(ids))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("agg-%02d", i)
+	}
+	for range 4 {
+		for _, id := range ids {
+			msgs = append(msgs, msg("Order", id))
+		}
+	}
+	s.enqueue(t, msgs...)
+	const limit, rounds = 5, 2
+	// The claims until the first one that serves the aggregates (the
+	// first claim, for a store that claims from its table).
+	c := s.claim(t, limit, time.Minute)
+	for range s.claimsToReadPast(backlog, limit) - 1 {
+		if len(c.Records) > 0 {
+			break
+		}
+		c = s.claim(t, limit, time.Minute)
+	}
+	// Claims until 60 messages were served: twelve for a store whose claims
+	// are full; one that reads a batch per claim may need a few more.
+	var order []string // the aggregates served, claim by claim
+	for i := 0; len(order) < rounds*len(ids) && i < rounds*len(ids)/limit+2; i++ {
+		if i > 0 {
+			c = s.claim(t, limit, time.Minute)
+		}
+		for _, r := range c.Records {
+			order = append(order, r.AggregateID)
+		}
+		s.markSent(t, c.Token, seqsOf(c.Records), int64(len(c.Records)))
+		if !s.h.ClaimsInMemory && len(c.Records) != limit {
+			t.Errorf("claim %d of the round got %d messages, want %d", i+1, len(c.Records), limit)
+		}
+	}
+	served := map[string]int{}
+	for _, id := range order[:min(len(order), rounds*len(ids))] {
+		served[id]++
+	}
+	if len(served) != len(ids) {
+		t.Errorf("claims of %d served %d aggregates, want all %d: %v", limit, len(served), len(ids), served)
+	}
+	for id, n := range served {
+		if n != rounds {
+			t.Errorf("aggregate %s served %d times in %d rounds", id, n, rounds)
 		}
 	}
 }
