@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,10 +24,10 @@ import (
 // Lease shorter than a millisecond is an error, since such a lease would
 // expire at once.
 //
-// The heads come from a walk in seq order over the first claimSpan(Limit)
-// unsent messages (oldest first) and, when that finds too few and more
-// messages wait beyond it, from a scan by aggregate that visits at most as
-// many aggregates, starting after the aggregate the previous scan ended
+// The heads come from a walk in seq order over claimSpan(Limit) seqs from
+// the first due message (oldest first) and, when that finds too few and a
+// message beyond them is due, from a scan by aggregate that visits at most
+// as many aggregates, starting after the aggregate the previous scan ended
 // with. So a claim reads a bounded part of the backlog however the backlog
 // spreads over aggregates, and no aggregate waits for the others to drain.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
@@ -69,15 +70,23 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, er
 	return c, nil
 }
 
-// claimSpan is how many unsent messages a claim of limit walks in seq
-// order, and the most aggregates its scan by aggregate visits: four times
-// the batch, at least 256.
+// claimSpan is how many seqs past the first due message a claim of limit
+// walks in seq order, and the most aggregates its scan by aggregate
+// visits: four times the batch, at least 256.
 func claimSpan(limit int) int { return max(4*limit, 256) }
 
 // claimHeads returns the seqs of up to limit claimable heads, in tx.
 func (s *Store) claimHeads(ctx context.Context, tx *sql.Tx, limit int) ([]int64, error) {
+	var first int64
+	switch err := tx.QueryRowContext(ctx, s.q.claimFirstDue).Scan(&first); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil // nothing is due
+	case err != nil:
+		return nil, err
+	}
 	span := claimSpan(limit)
-	seqs, err := querySeqs(ctx, tx, s.q.claimBySeq, limit, span)
+	end := first + int64(span)
+	seqs, err := querySeqs(ctx, tx, s.q.claimBySeq, limit, first, end)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +94,9 @@ func (s *Store) claimHeads(ctx context.Context, tx *sql.Tx, limit int) ([]int64,
 		return seqs, nil
 	}
 	var beyond int64
-	switch err := tx.QueryRowContext(ctx, s.q.claimBeyond, span).Scan(&beyond); {
-	case err == sql.ErrNoRows:
-		// The walk saw every unsent message: nothing more to find.
-		return seqs, nil
+	switch err := tx.QueryRowContext(ctx, s.q.claimBeyond, end).Scan(&beyond); {
+	case errors.Is(err, sql.ErrNoRows):
+		return seqs, nil // the walk saw every due message
 	case err != nil:
 		return nil, err
 	}

@@ -12,8 +12,9 @@ type ClaimStep struct {
 // ClaimSteps are the rendered statements of a claim, in order.
 func (s *Store) ClaimSteps() []ClaimStep {
 	return []ClaimStep{
-		{"claim_by_seq", s.q.claimBySeq, []any{10, 256}},
-		{"claim_beyond", s.q.claimBeyond, []any{256}},
+		{"claim_first_due", s.q.claimFirstDue, nil},
+		{"claim_by_seq", s.q.claimBySeq, []any{10, 1, 257}},
+		{"claim_beyond", s.q.claimBeyond, []any{257}},
 		{"claim_by_aggregate", s.q.claimByAggregate, []any{"order", "1", true, "order", "9", 256}},
 		{"claim", s.q.claim, []any{"[1,2,3]", "r", "token", 1000}},
 	}

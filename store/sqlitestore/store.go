@@ -95,7 +95,7 @@ type queries struct {
 	enqueue, markSent, markFailed, release, get, counts, cleanup string
 
 	// The steps of a claim (claim.go).
-	claimBySeq, claimBeyond, claimByAggregate, claim string
+	claimFirstDue, claimBySeq, claimBeyond, claimByAggregate, claim string
 
 	migrateSetup, migrateApplied, migrateRecord string
 }
@@ -121,6 +121,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		file string
 	}{
 		{&s.q.enqueue, "enqueue.sql"},
+		{&s.q.claimFirstDue, "claim_first_due.sql"},
 		{&s.q.claimBySeq, "claim_by_seq.sql"},
 		{&s.q.claimBeyond, "claim_beyond.sql"},
 		{&s.q.claimByAggregate, "claim_by_aggregate.sql"},

@@ -1,4 +1,4 @@
--- Store.Claim, step 4: lease the heads the steps before picked. Still due
+-- Store.Claim, step 5: lease the heads the steps before picked. Still due
 -- (the steps ran in this write transaction, so they are), by primary key.
 --
 -- ?1 seqs (JSON array of integers), ?2 lease owner, ?3 lease token, ?4

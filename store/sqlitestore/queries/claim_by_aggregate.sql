@@ -1,4 +1,4 @@
--- Store.Claim, step 3: the heads beyond the span of claim_by_seq.sql. A
+-- Store.Claim, step 4: the heads beyond the span of claim_by_seq.sql. A
 -- skip scan of messages_unsent_by_aggregate steps from one aggregate with
 -- unsent messages to the next, one or two index probes each; an
 -- aggregate's first entry is its head. It starts after the aggregate

@@ -1,28 +1,20 @@
--- Store.Claim, step 1 (queue.go runs the steps in one write transaction,
--- which holds SQLite's single write lock: no other connection writes
--- meanwhile, so the steps need no row locks and two claims can never pick
--- the same row).
+-- Store.Claim, step 2: the due heads of aggregates with seqs in [?2, ?3),
+-- oldest first: a message is claimable if it is due and nothing earlier of
+-- its aggregate is unsent. ?2 is the first due seq and ?3 a span past it
+-- (claim.go), which bounds the walk: when the backlog sits on a few
+-- aggregates (a hot aggregate, or the queues a broker outage leaves),
+-- almost no row is a head, and a walk to the end of the backlog read all of
+-- it, holding the write lock. claim_by_aggregate.sql finds the heads
+-- beyond.
 --
--- The due heads of aggregates among the first ?2 unsent messages in seq
--- order, oldest first: a message is claimable if it is due and nothing
--- earlier of its aggregate is unsent. The inner SELECT bounds the walk, so
--- that a backlog sitting on a few aggregates (a hot aggregate, or the
--- queues a broker outage leaves), where almost no row is a head, costs ?2
--- index entries rather than the whole backlog; claim_by_aggregate.sql finds
--- the heads beyond it.
---
--- ?1 limit, ?2 span (how many unsent messages the walk looks at).
+-- ?1 limit, ?2 the first due seq, ?3 the end of the span (exclusive).
 SELECT m.seq
-FROM (
-    -- The same term as the partial index messages_due, so the planner can
-    -- use it: a scan in seq order over unsent rows only.
-    SELECT u.seq, u.aggregate_type, u.aggregate_id, u.status, u.next_attempt_at, u.lease_expires_at
-    FROM "{{prefix}}messages" AS u
-    WHERE u.status IN ('PENDING', 'FAILED', 'IN_FLIGHT')
-    ORDER BY u.seq
-    LIMIT ?2
-) AS m
-WHERE (   (m.status IN ('PENDING', 'FAILED') AND m.next_attempt_at <= {{now_ms}})
+FROM "{{prefix}}messages" AS m
+-- The term of the partial index messages_due: a range scan of it.
+WHERE m.status IN ('PENDING', 'FAILED', 'IN_FLIGHT')
+  AND m.seq >= ?2
+  AND m.seq < ?3
+  AND (   (m.status IN ('PENDING', 'FAILED') AND m.next_attempt_at <= {{now_ms}})
        OR (m.status = 'IN_FLIGHT' AND m.lease_expires_at <= {{now_ms}}))
   -- Only the head of an aggregate: nothing earlier of it is unsent.
   -- Uses messages_unsent_by_aggregate (one range probe per row).
