@@ -153,3 +153,36 @@ func TestRelay_DrainsABacklogOnThreeAggregatesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// Messages in flight at the front of the backlog (claimed by other
+// workers) do not use up the claim's walk in seq order: it starts at the
+// first due message, so the oldest due heads are claimed, in seq order,
+// behind more messages in flight than its span.
+func TestClaim_WalkStartsAtTheFirstDueMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const limit = 10
+	span := sqlitestore.ClaimSpan(limit)
+	inFlight := make([]outbox.Message, span+50)
+	for i := range inFlight {
+		inFlight[i] = msg("Order", fmt.Sprintf("a-%04d", i))
+	}
+	b.enqueue(t, inFlight...)
+	if c := b.claim(t, len(inFlight)); len(c.Records) != len(inFlight) {
+		t.Fatalf("claimed %d of the %d to hold in flight", len(c.Records), len(inFlight))
+	}
+	due := make([]outbox.Message, 2*limit)
+	for i := range due {
+		due[i] = msg("Order", fmt.Sprintf("z-%04d", i))
+	}
+	b.enqueue(t, due...)
+	c := b.claim(t, limit)
+	var got []string
+	for _, r := range c.Records {
+		got = append(got, r.AggregateID)
+	}
+	want := []string{"z-0000", "z-0001", "z-0002", "z-0003", "z-0004", "z-0005", "z-0006", "z-0007", "z-0008", "z-0009"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claim behind %d messages in flight got %v, want the %d oldest due: %v", len(inFlight), got, limit, want)
+	}
+}
