@@ -55,43 +55,32 @@ type watcher struct {
 // start runs the component with extra environment variables and waits up
 // to within for its ready line. The component is supervised afterwards.
 func (c *component) start(within time.Duration, extraEnv ...string) error {
-	_, err := c.startWatching(within, "", extraEnv...)
-	return err
-}
-
-// startWatching is start that also returns a channel receiving the first
-// line of the new process that contains watch.
-func (c *component) startWatching(within time.Duration, watch string, extraEnv ...string) (<-chan string, error) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return nil, errors.New("harness is closing")
+		return errors.New("harness is closing")
 	}
 	if c.cur != nil && !c.cur.done() {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%s is running already", c.name)
+		return fmt.Errorf("%s is running already", c.name)
 	}
 	c.starts++
 	p := &process{exited: make(chan struct{})}
 	ready := p.watch(c.ready)
-	var watched <-chan string
-	if watch != "" {
-		watched = p.watch(watch)
-	}
 	if err := c.launch(p, extraEnv); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return err
 	}
 	c.cur = p
 	c.want = true
 	c.mu.Unlock()
 	select {
 	case <-ready:
-		return watched, nil
+		return nil
 	case <-p.exited:
-		return nil, fmt.Errorf("%s exited before %q (see %s): %s", c.name, c.ready, c.logPath, p.last())
+		return fmt.Errorf("%s exited before %q (see %s): %s", c.name, c.ready, c.logPath, p.last())
 	case <-time.After(within):
-		return nil, fmt.Errorf("%s printed no %q within %s (see %s)", c.name, c.ready, within, c.logPath)
+		return fmt.Errorf("%s printed no %q within %s (see %s)", c.name, c.ready, within, c.logPath)
 	}
 }
 
