@@ -32,6 +32,9 @@ func (r *runner) runLatency(ctx context.Context, rep *Report) error {
 	}
 	defer rr.stop()
 	time.Sleep(settle)
+	if err := s.warmUp(ctx, log, min(r.cfg.Rate, 1000)); err != nil {
+		return err
+	}
 
 	// An open schedule: message i is due at start + i/Rate, whenever the
 	// one before it committed, so a slow commit does not slow the rate.

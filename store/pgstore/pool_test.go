@@ -39,3 +39,44 @@ func TestConfigureRelayPool_PingsOnlyLongIdleConnections(t *testing.T) {
 		}
 	}
 }
+
+// A relay's pool opens all its connections up front and keeps them, so that
+// workers that become busy together after an idle spell do not each wait for
+// a new connection: once the pool has warmed up, acquiring every connection
+// at once creates none.
+func TestConfigureRelayPool_KeepsEveryConnectionOpen(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 3
+	pgstore.ConfigureRelayPool(cfg)
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.Stat().IdleConns() < cfg.MaxConns {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool holds %d idle connections after 10s, want %d opened without any acquire", pool.Stat().IdleConns(), cfg.MaxConns)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	created := pool.Stat().NewConnsCount()
+	var conns []*pgxpool.Conn
+	for range cfg.MaxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if n := pool.Stat().NewConnsCount() - created; n != 0 {
+		t.Errorf("acquiring all %d connections of a warm pool opened %d new ones, want 0", cfg.MaxConns, n)
+	}
+}
