@@ -78,7 +78,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
 		}
 		checkLatency(t, "steady", s.CommitToAck)
-		checkStages(t, "steady", s.CommitToAck, s.CommitToPublish, s.PublishToAck)
+		checkStages(t, "steady", s.Delivery)
 		checkWork(t, "steady", s.Relay)
 	}
 	if l := rep.Latency; l == nil {
@@ -91,7 +91,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("fixed rate achieved %v", l.AchievedPerSecond)
 		}
 		checkLatency(t, "fixed rate", l.CommitToAck)
-		checkStages(t, "fixed rate", l.CommitToAck, l.CommitToPublish, l.PublishToAck)
+		checkStages(t, "fixed rate", l.Delivery)
 		checkWork(t, "fixed rate", l.Relay)
 	}
 	if i := rep.Idle; i == nil {
@@ -114,7 +114,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 		if c.StaleStats.Claimable != 1000 || c.Empty.Claimable != 10*c.BatchSize {
 			t.Errorf("claimable rows: %+v", c)
 		}
-		if c.HistoryP99Ratio <= 0 || c.JustMarkedP99Ratio <= 0 || c.JustMarkedFirstRatio <= 0 || c.StaleStatsP99Ratio <= 0 || c.StaleStatsFirstRatio <= 0 {
+		if c.HistoryP99Ratio <= 0 || c.JustMarkedP99Ratio <= 0 || c.JustMarkedFirstToFirstRatio <= 0 || c.StaleStatsP99Ratio <= 0 || c.StaleStatsFirstToFirstRatio <= 0 {
 			t.Errorf("claim ratios not computed: %+v", c)
 		}
 	}
@@ -168,14 +168,22 @@ func checkLatency(t *testing.T, name string, l Latency) {
 // checkStages checks that the split of commit-to-ack covers the same
 // messages and that neither part is longer than the whole: per message,
 // commit <= publish <= ack.
-func checkStages(t *testing.T, name string, total, toPublish, toAck Latency) {
+func checkStages(t *testing.T, name string, d Delivery) {
 	t.Helper()
-	if toPublish.Count != total.Count || toAck.Count != total.Count {
-		t.Errorf("%s stages over %d and %d messages, commit-to-ack over %d", name, toPublish.Count, toAck.Count, total.Count)
+	total, toPublish, toAck := d.CommitToAck, d.CommitToPublish, d.PublishToAck
+	if toPublish.Count != total.Count || toAck.Count != total.Count || d.CommitToMarked.Count != total.Count {
+		t.Errorf("%s stages over %d, %d and %d messages, commit-to-ack over %d", name, toPublish.Count, toAck.Count,
+			d.CommitToMarked.Count, total.Count)
 	}
 	const slack = 1e-6 // float rounding of the milliseconds
 	if toPublish.MaxMs > total.MaxMs+slack || toAck.MaxMs > total.MaxMs+slack {
 		t.Errorf("%s stage longer than commit-to-ack: to publish %+v, to ack %+v, total %+v", name, toPublish, toAck, total)
+	}
+	// Each message is marked after its ack, so every quantile of
+	// commit-to-marked is at least that of commit-to-ack.
+	m := d.CommitToMarked
+	if m.P50Ms+slack < total.P50Ms || m.P99Ms+slack < total.P99Ms || m.MaxMs+slack < total.MaxMs {
+		t.Errorf("%s commit-to-marked below commit-to-ack: marked %+v, ack %+v", name, m, total)
 	}
 }
 

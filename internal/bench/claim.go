@@ -56,9 +56,9 @@ func (r *runner) runClaim(ctx context.Context, rep *Report) error {
 	}
 	cr.HistoryP99Ratio = ratio(cr.History.P99Ms, cr.Empty.P99Ms)
 	cr.JustMarkedP99Ratio = ratio(cr.JustMarked.P99Ms, cr.Empty.P99Ms)
-	cr.JustMarkedFirstRatio = ratio(cr.JustMarked.FirstMs, cr.Empty.P99Ms)
+	cr.JustMarkedFirstToFirstRatio = ratio(cr.JustMarked.FirstMs, cr.Empty.FirstMs)
 	cr.StaleStatsP99Ratio = ratio(cr.StaleStats.P99Ms, cr.Empty.P99Ms)
-	cr.StaleStatsFirstRatio = ratio(cr.StaleStats.FirstMs, cr.Empty.P99Ms)
+	cr.StaleStatsFirstToFirstRatio = ratio(cr.StaleStats.FirstMs, cr.Empty.FirstMs)
 	rep.Claim = cr
 	return nil
 }

@@ -559,9 +559,10 @@ func (w *workMeter) work(acked int64) RelayWork {
 	return rw
 }
 
-// ackLog records, per message id, when the writer's commit returned and
-// when the relay reported the message published, for commit-to-ack
-// latencies.
+// ackLog records, per message id, when the writer's commit returned, when
+// the relay handed the message to the broker client, when the broker
+// acknowledged it and when the relay reported it marked SENT, for
+// commit-to-ack latencies.
 type ackLog struct {
 	base    time.Time
 	mu      sync.Mutex
@@ -569,7 +570,11 @@ type ackLog struct {
 	// handed is when the relay handed the message to the sink (the first
 	// time): the split between waiting to be read and being published.
 	handed map[uuid.UUID]time.Duration
-	acks   map[uuid.UUID]time.Duration
+	// acked is when the sink's Publish returned without an error for the
+	// message (the first time): the broker's acknowledgement.
+	acked map[uuid.UUID]time.Duration
+	// marked is when Hooks.Published reported the message marked SENT.
+	marked map[uuid.UUID]time.Duration
 	// warm holds the ids of warm-up messages (scenario.warmUp): not
 	// measured, counted in warmAcked.
 	warm      map[uuid.UUID]bool
@@ -579,8 +584,8 @@ type ackLog struct {
 }
 
 func newAckLog() *ackLog {
-	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{},
-		handed: map[uuid.UUID]time.Duration{}, acks: map[uuid.UUID]time.Duration{}, warm: map[uuid.UUID]bool{}}
+	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{}, handed: map[uuid.UUID]time.Duration{},
+		acked: map[uuid.UUID]time.Duration{}, marked: map[uuid.UUID]time.Duration{}, warm: map[uuid.UUID]bool{}}
 }
 
 // commit records that the transaction with message id committed now.
@@ -601,8 +606,8 @@ func (l *ackLog) hook(rec outbox.Record, _ time.Duration) {
 		l.warmAcked.Add(1)
 		return
 	}
-	if _, dup := l.acks[rec.ID]; !dup {
-		l.acks[rec.ID] = at
+	if _, dup := l.marked[rec.ID]; !dup {
+		l.marked[rec.ID] = at
 	}
 	l.mu.Unlock()
 	l.published.Add(1)
@@ -610,21 +615,33 @@ func (l *ackLog) hook(rec outbox.Record, _ time.Duration) {
 
 // publishing records that the relay hands recs to its sink now.
 func (l *ackLog) publishing(recs []outbox.Record) {
-	at := time.Since(l.base)
+	l.record(l.handed, recs, nil)
+}
+
+// acknowledged records that the sink's Publish of recs returned now, with
+// errs (nil, or one error per record).
+func (l *ackLog) acknowledged(recs []outbox.Record, errs []error) {
+	l.record(l.acked, recs, errs)
+}
+
+// record sets at[id] to now for each record of recs that is not a warm-up
+// message, has no error in errs and has no time yet.
+func (l *ackLog) record(at map[uuid.UUID]time.Duration, recs []outbox.Record, errs []error) {
+	now := time.Since(l.base)
 	l.mu.Lock()
-	for _, rec := range recs {
-		if l.warm[rec.ID] {
+	defer l.mu.Unlock()
+	for i, rec := range recs {
+		if l.warm[rec.ID] || (errs != nil && errs[i] != nil) {
 			continue
 		}
-		if _, again := l.handed[rec.ID]; !again {
-			l.handed[rec.ID] = at
+		if _, again := at[rec.ID]; !again {
+			at[rec.ID] = now
 		}
 	}
-	l.mu.Unlock()
 }
 
 // timedSink is a sink that tells an ackLog when the relay hands it
-// records.
+// records and when the broker acknowledged them.
 type timedSink struct {
 	sink.Sink
 	log *ackLog
@@ -632,7 +649,9 @@ type timedSink struct {
 
 func (t timedSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	t.log.publishing(recs)
-	return t.Sink.Publish(ctx, recs)
+	errs := t.Sink.Publish(ctx, recs)
+	t.log.acknowledged(recs, errs)
+	return errs
 }
 
 // withTimes wraps snk in a timedSink when log is not nil.
@@ -646,29 +665,36 @@ func withTimes(snk sink.Sink, log *ackLog) sink.Sink {
 // backlog is committed minus published.
 func (l *ackLog) backlog() int64 { return l.committed.Load() - l.published.Load() }
 
-// latency returns, over the committed messages that were acknowledged, the
-// distributions of commit to ack and of its two parts: commit to publish
-// (the relay reading the message, found by a poll or a wake-up) and publish
-// to ack (the broker's acknowledgement and the mark); and the number of
-// messages not acknowledged. An ack observed before the writer saw its
-// commit return counts as zero. Without a publish time (a relay started
-// without the log) a message counts in commit to ack only.
-func (l *ackLog) latency() (toAck, toPublish, publishToAck Latency, unacked int) {
+// latency returns the latencies over the committed messages that were
+// marked SENT, and how many were not. A time observed before the writer saw its commit return
+// counts as zero. A message without an ack time (a relay started without
+// the log) counts its mark as its ack, and one without a publish time
+// counts in toAck and toMarked only.
+func (l *ackLog) latency() Delivery {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ds := make([]time.Duration, 0, len(l.commits))
-	var pub, rest []time.Duration
+	var out Delivery
+	toAck := make([]time.Duration, 0, len(l.commits))
+	toMarked := make([]time.Duration, 0, len(l.commits))
+	var toPublish, publishToAck []time.Duration
 	for id, c := range l.commits {
-		a, ok := l.acks[id]
+		m, ok := l.marked[id]
 		if !ok {
-			unacked++
+			out.Unacked++
 			continue
 		}
-		ds = append(ds, max(a-c, 0))
+		a, ok := l.acked[id]
+		if !ok {
+			a = m
+		}
+		toAck = append(toAck, max(a-c, 0))
+		toMarked = append(toMarked, max(m-c, 0))
 		if h, ok := l.handed[id]; ok {
-			pub = append(pub, max(h-c, 0))
-			rest = append(rest, max(a-h, 0))
+			toPublish = append(toPublish, max(h-c, 0))
+			publishToAck = append(publishToAck, max(a-h, 0))
 		}
 	}
-	return latencyOf(ds), latencyOf(pub), latencyOf(rest), unacked
+	out.CommitToAck, out.CommitToMarked = latencyOf(toAck), latencyOf(toMarked)
+	out.CommitToPublish, out.PublishToAck = latencyOf(toPublish), latencyOf(publishToAck)
+	return out
 }

@@ -95,14 +95,13 @@ wait:
 	if err := r.await(ctx, "acks after writing", log.published.Load, committed, time.Now()); err != nil && ctx.Err() != nil {
 		return err
 	}
-	lat, toPublish, toAck, unacked := log.latency()
+	delivery := log.latency()
 	work := meter.work(log.published.Load())
 	rr.stop()
 	rep.Latency = &FixedRateReport{
 		Relay:           work,
 		TargetPerSecond: r.cfg.Rate, AchievedPerSecond: float64(committed) / elapsed.Seconds(), Writers: writers,
-		DurationSeconds: elapsed.Seconds(), CommitToAck: lat, Unacked: unacked,
-		CommitToPublish: toPublish, PublishToAck: toAck,
+		DurationSeconds: elapsed.Seconds(), Delivery: delivery,
 	}
 	return nil
 }

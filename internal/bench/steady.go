@@ -114,7 +114,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	if err := r.await(ctx, "acks after writing", log.published.Load, committed, time.Now()); err != nil && ctx.Err() != nil {
 		return err
 	}
-	st.CommitToAck, st.CommitToPublish, st.PublishToAck, st.Unacked = log.latency()
+	st.Delivery = log.latency()
 	st.Relay = meter.work(log.published.Load())
 	rep.Steady = st
 	return nil

@@ -66,6 +66,7 @@ func WriteText(w io.Writer, rep Report) error {
 		p("  backlog (committed - acked)\tat start %d, at end %d, max %d\ttrend %s msg/s: %s", s.BacklogStart, s.BacklogEnd, s.BacklogMax, human(s.BacklogTrendPerSecond), grows)
 		p("  commit-to-ack\t%s", latencyLine(s.CommitToAck, s.Unacked))
 		p("    of which\t%s", stagesLine(s.CommitToPublish, s.PublishToAck))
+		p("  commit-to-marked\t%s", latencyLine(s.CommitToMarked, 0))
 		p("  relay work\t%s", workLine(s.Relay))
 		p("")
 	}
@@ -73,6 +74,7 @@ func WriteText(w io.Writer, rep Report) error {
 		p("FIXED RATE: %d msg/s for %.0f s (achieved %s/s) by %d writers, one message per tx", l.TargetPerSecond, l.DurationSeconds, human(l.AchievedPerSecond), l.Writers)
 		p("  commit-to-ack\t%s", latencyLine(l.CommitToAck, l.Unacked))
 		p("    of which\t%s", stagesLine(l.CommitToPublish, l.PublishToAck))
+		p("  commit-to-marked\t%s", latencyLine(l.CommitToMarked, 0))
 		p("  relay work\t%s", workLine(l.Relay))
 		p("")
 	}
@@ -84,10 +86,10 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	if c := rep.Claim; c != nil {
 		p("CLAIM TIME: %d claims of %d per table (then marked, untimed)", c.Empty.Claims, c.BatchSize)
-		p("  table\tfirst\tp50\tp99\tmax\tp99 / empty p99\tload")
+		p("  table\tfirst\tp50\tp99\tmax\tp99 / empty p99\tfirst / empty first\tload")
 		row := func(name string, t ClaimTimes) {
-			p("  %s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2fx\t%.0f s", name, t.FirstMs, t.P50Ms, t.P99Ms, t.MaxMs,
-				ratio(t.P99Ms, c.Empty.P99Ms), t.LoadSeconds)
+			p("  %s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2fx\t%.2fx\t%.0f s", name, t.FirstMs, t.P50Ms, t.P99Ms, t.MaxMs,
+				ratio(t.P99Ms, c.Empty.P99Ms), ratio(t.FirstMs, c.Empty.FirstMs), t.LoadSeconds)
 		}
 		row(fmt.Sprintf("%s claimable rows only", human(float64(c.Empty.Claimable))), c.Empty)
 		row(fmt.Sprintf("+ %s sent rows", human(float64(c.History.HistoryRows))), c.History)
