@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/relay"
 )
 
@@ -36,21 +37,40 @@ func idleWarmUpFor(cfg Config) time.Duration {
 	return max(idleWarmUp, lease/3+3*time.Second) // + start-up and a poll interval
 }
 
-// runIdle starts a relay on an empty outbox and counts, over
-// cfg.IdleWindow, the statements it runs and the writes it makes to its
-// database connections (pool and LISTEN connection both).
+// idleTraffic is how many messages the idle phase's relay publishes before
+// it becomes idle.
+const idleTraffic = 1000
+
+// runIdle starts a relay, has it publish idleTraffic messages, and then
+// counts, over cfg.IdleWindow while nothing is enqueued, the statements it
+// runs and the writes it makes to its database connections (pool and
+// LISTEN connection both). An idle relay in production has published
+// before, and what it does while idle depends on that: in claim mode its
+// claims start at a claim floor above seq 0, which an outbox that never
+// had a message does not give it.
 func (r *runner) runIdle(ctx context.Context, rep *Report) error {
 	s, err := r.newScenario(ctx, "idle", 2)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	var c wireCounter
-	rr, err := r.startRelay(ctx, s, "bench-idle", nil, relay.Hooks{}, c.instrument)
+	var (
+		c         wireCounter
+		published atomic.Int64
+	)
+	hooks := relay.Hooks{Published: func(outbox.Record, time.Duration) { published.Add(1) }}
+	rr, err := r.startRelay(ctx, s, "bench-idle", nil, hooks, c.instrument)
 	if err != nil {
 		return err
 	}
 	defer rr.stop()
+	const label = "idle: traffic before"
+	if err := s.loadBacklog(ctx, idleTraffic, idleTraffic, label); err != nil {
+		return err
+	}
+	if err := r.await(ctx, label, published.Load, idleTraffic, time.Now()); err != nil {
+		return err
+	}
 	warm := idleWarmUpFor(r.cfg)
 	r.prog.printf("warming up for %s", warm)
 	if err := sleepCtx(ctx, warm); err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
@@ -410,5 +412,111 @@ func TestSeedFloor_FailureLeavesTheFloorToSeedAgain(t *testing.T) {
 	s.seedFloor(f.ctx)
 	if s.floor.seq == 0 || !s.floor.seeded {
 		t.Fatalf("after a seeding that worked: floor %d, seeded %v", s.floor.seq, s.floor.seeded)
+	}
+}
+
+// tripCounter counts what a pool sends in round trips of its own: each
+// batch, and each statement outside a batch.
+type tripCounter struct{ n *atomic.Int64 }
+
+func (c tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// An idle relay's claims look below the claim floor themselves: one round
+// trip per claim, not a probe on a second connection beside each poll (an
+// idle relay polled with two round trips a second). A message committed
+// late below the floor is still claimed by them.
+func TestClaim_IdleClaimsLookBelowTheFloorInTheirOwnRoundTrip(t *testing.T) {
+	t.Parallel()
+	const interval = 100 * time.Millisecond
+	f := newFloorFixture(t, interval)
+	untraced := f.store.pool
+	var trips atomic.Int64
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tripCounter{&trips}
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if f.store, err = New(pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: interval}); err != nil {
+		t.Fatal(err)
+	}
+
+	late := f.message("late-aggregate")
+	tx, err := untraced.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(f.ctx)
+	if err := f.store.Enqueue(f.ctx, tx, late); err != nil {
+		t.Fatal(err)
+	}
+	lateSeq := seqOf(t, f.ctx, tx, f.store, late.ID)
+	f.runUntilFloorPasses(lateSeq)
+
+	// Idle: claims that find nothing, for longer than the interval, and no
+	// probe still running from before.
+	idleClaim := func() {
+		t.Helper()
+		c, err := f.store.Claim(f.ctx, f.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Records) != 0 {
+			t.Fatalf("an idle claim took %d messages", len(c.Records))
+		}
+		time.Sleep(interval / 5)
+	}
+	for range 10 {
+		idleClaim()
+	}
+	for probing := true; probing; time.Sleep(time.Millisecond) {
+		f.store.floor.mu.Lock()
+		probing = f.store.floor.probing
+		f.store.floor.mu.Unlock()
+	}
+	before, claims := trips.Load(), 25 // five intervals
+	for range claims {
+		idleClaim()
+	}
+	if n := trips.Load() - before; n != int64(claims) {
+		t.Errorf("%d idle claims over five intervals made %d round trips; want one each", claims, n)
+	}
+	f.store.floor.mu.Lock()
+	floor := f.store.floor.seq
+	f.store.floor.mu.Unlock()
+	if floor <= lateSeq {
+		t.Fatalf("the floor is %d, not above the late message's seq %d", floor, lateSeq)
+	}
+
+	if err := tx.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ids := f.claimAndMark()
+		if slices.Contains(ids, late.ID) {
+			return
+		}
+		if len(ids) != 0 {
+			t.Fatalf("claimed %v; want only the late message", ids)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a late commit below the floor of an idle store was not claimed within 20 s")
+		}
+		time.Sleep(interval / 5)
 	}
 }

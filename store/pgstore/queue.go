@@ -190,6 +190,7 @@ func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimPara
 		}
 		sortBySeq(got)
 		*recs = got
+		sc.claimed, sc.counted = len(got), true
 		return nil
 	})
 	return sc
@@ -305,6 +306,12 @@ func (s *Store) fullClaimInterval() time.Duration {
 // floor is known (a new Store, or during its first FullClaimInterval),
 // claims scan from seq 0 themselves.
 //
+// An idle relay needs no probe beside its claims: once the Store's claims
+// have found nothing for a FullClaimInterval, a claim that is due to look
+// below the floor scans from seq 0 itself, in its own round trip. Otherwise
+// every poll of an idle relay (one a second by default) would start a probe
+// on a second connection: two round trips a second where one does.
+//
 // The floor bounds only the scan for candidates. Whether a candidate is the
 // head of its aggregate is still decided against every earlier unsent
 // message (the NOT EXISTS in queries/claim.sql), so order per aggregate
@@ -321,6 +328,10 @@ type claimFloor struct {
 	fullEnds uint64    // counts the probes and full claims that ended
 	seeded   bool      // seedFloor ran (successfully) or a claim moved the floor
 	seeding  bool      // seedFloor runs
+
+	// emptySince is when the Store's claims began to find nothing; zero
+	// before the first claim and after one that found messages.
+	emptySince time.Time
 }
 
 // needsSeed reports whether the floor should be seeded before a claim, and
@@ -369,6 +380,8 @@ type claimScan struct {
 	from     int64  // the scan starts here; 0 for a full claim
 	full     bool   // from seq 0 (a full claim or the probe)
 	probe    bool   // start the probe below the floor too
+	claimed  int    // messages the claim took, once counted
+	counted  bool   // claimed is set: a claim, not the probe
 	at       time.Time
 	interval time.Duration
 	low, top *int64 // from claim_floor.sql
@@ -387,6 +400,11 @@ func (f *claimFloor) begin(interval time.Duration) claimScan {
 	}
 	sc.from = f.seq
 	if !f.probing && now.Sub(f.lastFull) >= interval {
+		if !f.emptySince.IsZero() && now.Sub(f.emptySince) >= interval {
+			// Idle: this claim looks below the floor itself.
+			sc.full, sc.from, f.lastFull = true, 0, now
+			return sc
+		}
 		f.probing, f.lastFull, sc.probe = true, now, true
 	}
 	return sc
@@ -422,6 +440,13 @@ func (f *claimFloor) end(sc claimScan) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	switch {
+	case !sc.counted:
+	case sc.claimed > 0:
+		f.emptySince = time.Time{}
+	case f.emptySince.IsZero():
+		f.emptySince = sc.at
+	}
 	if sc.top != nil {
 		switch {
 		case f.candAt.IsZero():
