@@ -75,6 +75,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if stall, ok := cpuStall(); ok && stall0 >= 0 && rep.ElapsedSeconds > 0 {
 		rep.Machine.CPUPressurePercent = 100 * (stall - stall0).Seconds() / rep.ElapsedSeconds
 	}
+	rep.RelayLeastLossPercent = leastLoss(rep)
 	rep.Goals = goals(rep)
 	rep.Notes = append(rep.Notes, observations(rep)...)
 	return rep, nil

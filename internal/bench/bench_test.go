@@ -67,6 +67,9 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 		if d.Messages != 1000 || d.Relays != 2 {
 			t.Errorf("drain sizes: %+v", d)
 		}
+		if d.CeilingCPUMicrosPerMessage <= 0 || d.CeilingCPUBusyPercent <= 0 || d.CeilingCPUBusyPercent > 101 {
+			t.Errorf("ceiling CPU not measured: %v µs per message, %v%% busy", d.CeilingCPUMicrosPerMessage, d.CeilingCPUBusyPercent)
+		}
 	}
 	if s := rep.Steady; s == nil {
 		t.Error("no steady-state figures")
@@ -76,6 +79,12 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 		}
 		if s.CommitToAck.Count == 0 || s.Unacked != 0 {
 			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
+		}
+		if s.WritersCPUMicrosPerTx <= 0 || s.WritersCPUBusyPercent <= 0 || s.WritersCPUBusyPercent > 101 {
+			t.Errorf("writers' CPU not measured: %v µs per tx, %v%% busy", s.WritersCPUMicrosPerTx, s.WritersCPUBusyPercent)
+		}
+		if rep.RelayLeastLossPercent <= 0 || rep.RelayLeastLossPercent >= 100 {
+			t.Errorf("least loss %v%%", rep.RelayLeastLossPercent)
 		}
 		checkLatency(t, "steady", s.CommitToAck)
 		checkStages(t, "steady", s.Delivery)

@@ -20,7 +20,8 @@ func (r *runner) runDrain(ctx context.Context, rep *Report) error {
 	w := r.cfg.Relay.Workers
 	d := &DrainReport{Messages: r.cfg.Backlog, CeilingLoops: w, Relays: r.cfg.Relays, RelaysCeilingLoops: r.cfg.Relays * w}
 	var err error
-	if d.CeilingPerSecond, err = r.drainCeiling(ctx, d.CeilingLoops); err != nil {
+	var cpu cpuUse
+	if d.CeilingPerSecond, cpu, err = r.drainCeiling(ctx, d.CeilingLoops); err != nil {
 		return fmt.Errorf("database-only ceiling, %d loops: %w", d.CeilingLoops, err)
 	}
 	var failed int64
@@ -30,13 +31,14 @@ func (r *runner) runDrain(ctx context.Context, rep *Report) error {
 	d.FailedPublishes += failed
 	if d.RelaysCeilingLoops == d.CeilingLoops {
 		d.RelaysCeilingPerSecond = d.CeilingPerSecond
-	} else if d.RelaysCeilingPerSecond, err = r.drainCeiling(ctx, d.RelaysCeilingLoops); err != nil {
+	} else if d.RelaysCeilingPerSecond, _, err = r.drainCeiling(ctx, d.RelaysCeilingLoops); err != nil {
 		return fmt.Errorf("database-only ceiling, %d loops: %w", d.RelaysCeilingLoops, err)
 	}
 	if d.RelaysPerSecond, failed, err = r.drainRelays(ctx, r.cfg.Relays); err != nil {
 		return fmt.Errorf("drain with %d relays: %w", r.cfg.Relays, err)
 	}
 	d.FailedPublishes += failed
+	d.CeilingCPUMicrosPerMessage, d.CeilingCPUBusyPercent = cpu.microsPerUnit(), cpu.busyPercent()
 	d.OneRelayRatio = ratio(d.OneRelayPerSecond, d.CeilingPerSecond)
 	d.RelaysRatio = ratio(d.RelaysPerSecond, d.RelaysCeilingPerSecond)
 	rep.Drain = d
@@ -45,20 +47,21 @@ func (r *runner) runDrain(ctx context.Context, rep *Report) error {
 
 // drainCeiling drains a backlog with the store's own Claim and MarkSent (or
 // MarkSentAndClaim) in concurrent loops of Relay.BatchSize, publishing nothing: the relay's SQL
-// with the broker taken out. It returns messages per second.
-func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
+// with the broker taken out. It returns messages per second, and the
+// machine's CPU use while the loops ran.
+func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, error) {
 	batch := r.cfg.Relay.BatchSize
 	s, err := r.newScenario(ctx, fmt.Sprintf("ceiling%d", loops), int32(loops+1))
 	if err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	defer s.close()
 	label := fmt.Sprintf("ceiling, %d loops", loops)
 	if err := s.loadBacklog(ctx, r.cfg.Backlog, r.cfg.Aggregates, label); err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	if err := s.analyze(ctx); err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	want := int64(r.cfg.Backlog)
 	var marked atomic.Int64
@@ -69,6 +72,7 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
 		errOnce sync.Once
 		loopErr error
 	)
+	b0, ok0 := cpuBusy()
 	start := time.Now()
 	for range loops {
 		wg.Go(func() {
@@ -80,23 +84,25 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, error) {
 	}
 	err = r.await(loopCtx, label, marked.Load, want, start)
 	elapsed := time.Since(start)
+	b1, ok1 := cpuBusy()
+	cpu := cpuUse{busy: b1 - b0, wall: elapsed, units: float64(want), ok: ok0 && ok1}
 	cancel()
 	wg.Wait()
 	if loopErr != nil {
-		return 0, loopErr
+		return 0, cpuUse{}, loopErr
 	}
 	if err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	// As a relay does when it stops: in cursor mode the store saves its
 	// position (in claim mode nothing happens).
 	if err := s.store.Resign(ctx); err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	if err := s.checkAllSent(ctx, want); err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
-	return float64(want) / elapsed.Seconds(), nil
+	return float64(want) / elapsed.Seconds(), cpu, nil
 }
 
 // claimMarkLoop is the relay's claim-publish-mark loop with a publish that

@@ -18,6 +18,18 @@ type Report struct {
 	Claim   *ClaimReport     `json:"claim,omitempty"`
 	Memory  *MemoryReport    `json:"memory,omitempty"`
 
+	// RelayLeastLossPercent is the writers' throughput loss that a relay
+	// costing the machine as much CPU per message as the database-only
+	// ceiling does (full batches, nothing to wait for) would cause when the
+	// writers are bound by the CPU, as on a small machine: c/(c+w) with c
+	// the ceiling's CPU per message and w the writers' CPU per
+	// transaction. A relay keeping up with the writers claims smaller
+	// batches and also runs the broker client, so it costs more; the
+	// steady phase's loss can come close to this figure, not below it.
+	// Set when the drain and the steady phase (served by the polling
+	// relay) both ran and /proc/stat could be read.
+	RelayLeastLossPercent float64 `json:"relayLeastLossPercent,omitempty"`
+
 	// Goals are the issue's targets next to the figures, for the phases
 	// that ran.
 	Goals []Goal `json:"goals"`
@@ -99,13 +111,21 @@ type DrainReport struct {
 	// RelaysRatio is RelaysPerSecond over RelaysCeilingPerSecond.
 	OneRelayRatio float64 `json:"oneRelayRatio"`
 	RelaysRatio   float64 `json:"relaysRatio"`
+	// CeilingCPUMicrosPerMessage is the machine's busy CPU time (all
+	// processes: PostgreSQL, the loops' Go side, anything else) per
+	// message while the CeilingLoops loops drained the backlog, and
+	// CeilingCPUBusyPercent the share of all CPUs that was busy meanwhile;
+	// 0 where /proc/stat cannot be read. What the relay's SQL costs per
+	// message in full batches with nothing to wait for: the least a relay
+	// can cost (see Report.RelayLeastLossPercent).
+	CeilingCPUMicrosPerMessage float64 `json:"ceilingCpuMicrosPerMessage"`
+	CeilingCPUBusyPercent      float64 `json:"ceilingCpuBusyPercent"`
 	// FailedPublishes counts publishes the relays reported as failed.
 	FailedPublishes int64 `json:"failedPublishes"`
 }
 
-// Latency is a distribution of commit-to-ack times: from the moment the
-// writer's COMMIT returned to the moment the relay, after the broker's ack,
-// had marked the message SENT (relay Hooks.Published).
+// Latency is a distribution of per-message times from the moment the
+// writer's COMMIT returned (see Delivery for the ends).
 type Latency struct {
 	Count int     `json:"count"`
 	P50Ms float64 `json:"p50Ms"`
@@ -149,6 +169,13 @@ type SteadyReport struct {
 	BacklogTrendPerSecond float64 `json:"backlogTrendPerSecond"`
 	// BacklogGrows is true when the trend exceeds 1% of the write rate.
 	BacklogGrows bool `json:"backlogGrows"`
+	// WritersCPUMicrosPerTx is the machine's busy CPU time per business
+	// transaction in the segments without the relay, and
+	// WritersCPUBusyPercent the share of all CPUs that was busy meanwhile
+	// (near 100 when the writers are bound by the CPU); 0 where /proc/stat
+	// cannot be read.
+	WritersCPUMicrosPerTx float64 `json:"writersCpuMicrosPerTx"`
+	WritersCPUBusyPercent float64 `json:"writersCpuBusyPercent"`
 	Delivery
 	// Relay is what the relay did for it.
 	Relay RelayWork `json:"relay"`

@@ -71,7 +71,20 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	// nothing, the bookkeeping alone made the segments with the relay about
 	// 5% slower.
 	scratch := newAckLog()
-	first, err := r.bookkeptWrite(ctx, without, segment, "writers without relay (1)", scratch)
+	// The machine's CPU use in the segments without the relay: what a
+	// business transaction costs (see SteadyReport.WritersCPUMicrosPerTx).
+	var writersCPU []cpuUse
+	writeWithout := func(label string) (float64, error) {
+		var txs float64
+		use, err := measureCPU(func() (float64, error) {
+			var err error
+			txs, err = r.bookkeptWrite(ctx, without, segment, label, scratch)
+			return txs * segment.Seconds(), err
+		})
+		writersCPU = append(writersCPU, use)
+		return txs, err
+	}
+	first, err := writeWithout("writers without relay (1)")
 	if err != nil {
 		return err
 	}
@@ -96,7 +109,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 		if len(samples) > 0 {
 			st.BacklogEnd = int64(samples[len(samples)-1].value)
 		}
-		next, err := r.bookkeptWrite(ctx, without, segment, fmt.Sprintf("writers without relay (%d)", i+2), scratch)
+		next, err := writeWithout(fmt.Sprintf("writers without relay (%d)", i+2))
 		if err != nil {
 			return err
 		}
@@ -108,6 +121,8 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	st.ThroughputLossPercent = median(st.SegmentLossPercent)
 	st.BacklogTrendPerSecond = mean(slopes)
 	st.BacklogGrows = st.BacklogTrendPerSecond > GoalBacklogTrend*st.WithRelayTxPerSecond
+	wc := sumCPU(writersCPU)
+	st.WritersCPUMicrosPerTx, st.WritersCPUBusyPercent = wc.microsPerUnit(), wc.busyPercent()
 
 	// Wait for the rest to be acknowledged, so every latency counts.
 	committed := log.committed.Load()

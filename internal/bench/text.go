@@ -47,6 +47,9 @@ func WriteText(w io.Writer, rep Report) error {
 	if d := rep.Drain; d != nil {
 		p("DRAIN: a backlog of %s messages over %s aggregates, %d-byte payloads, analyzed after loading", human(float64(d.Messages)), human(float64(st.Aggregates)), st.PayloadBytes)
 		p("  database-only ceiling, %d loops (claim+mark, no broker)\t%s msg/s", d.CeilingLoops, human(d.CeilingPerSecond))
+		if d.CeilingCPUMicrosPerMessage > 0 {
+			p("    machine CPU\t%s µs per message\tCPUs %.0f%% busy", human(d.CeilingCPUMicrosPerMessage), d.CeilingCPUBusyPercent)
+		}
 		p("  1 relay, end to end\t%s msg/s\t%.0f%% of the %d-loop ceiling", human(d.OneRelayPerSecond), 100*d.OneRelayRatio, d.CeilingLoops)
 		p("  database-only ceiling, %d loops\t%s msg/s", d.RelaysCeilingLoops, human(d.RelaysCeilingPerSecond))
 		p("  %d relays, end to end\t%s msg/s\t%.0f%% of the %d-loop ceiling", d.Relays, human(d.RelaysPerSecond), 100*d.RelaysRatio, d.RelaysCeilingLoops)
@@ -58,7 +61,13 @@ func WriteText(w io.Writer, rep Report) error {
 	if s := rep.Steady; s != nil {
 		p("STEADY STATE: %d writers at full speed, %d segments of %.1f s with a relay between %d without; 1 business row + 1 outbox message per tx", s.Writers, s.Segments, s.DurationSeconds/float64(max(s.Segments, 1)), s.Segments+1)
 		p("  writers without relay\t%s tx/s", human(s.WithoutRelayTxPerSecond))
+		if s.WritersCPUMicrosPerTx > 0 {
+			p("    machine CPU\t%s µs per tx\tCPUs %.0f%% busy", human(s.WritersCPUMicrosPerTx), s.WritersCPUBusyPercent)
+		}
 		p("  writers with 1 relay\t%s tx/s\tloss %.1f%% (median of %s)", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent, percents(s.SegmentLossPercent))
+		if rep.RelayLeastLossPercent > 0 {
+			p("  least loss\t%.1f%%\ta relay as cheap per message as the 1-relay ceiling, writers bound by the CPU", rep.RelayLeastLossPercent)
+		}
 		grows := "does not grow"
 		if s.BacklogGrows {
 			grows = "GROWS"
