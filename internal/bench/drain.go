@@ -72,20 +72,18 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 		errOnce sync.Once
 		loopErr error
 	)
-	b0, ok0 := cpuBusy()
-	start := time.Now()
-	for range loops {
-		wg.Go(func() {
-			if err := r.claimMarkLoop(loopCtx, s.store, batch, &marked, want); err != nil && loopCtx.Err() == nil {
-				errOnce.Do(func() { loopErr = err })
-				cancel()
-			}
-		})
-	}
-	err = r.await(loopCtx, label, marked.Load, want, start)
-	elapsed := time.Since(start)
-	b1, ok1 := cpuBusy()
-	cpu := cpuUse{busy: b1 - b0, wall: elapsed, units: float64(want), ok: ok0 && ok1}
+	cpu, err := measureCPU(func() (float64, error) {
+		start := time.Now()
+		for range loops {
+			wg.Go(func() {
+				if err := r.claimMarkLoop(loopCtx, s.store, batch, &marked, want); err != nil && loopCtx.Err() == nil {
+					errOnce.Do(func() { loopErr = err })
+					cancel()
+				}
+			})
+		}
+		return float64(want), r.await(loopCtx, label, marked.Load, want, start)
+	})
 	cancel()
 	wg.Wait()
 	if loopErr != nil {
@@ -102,7 +100,7 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 	if err := s.checkAllSent(ctx, want); err != nil {
 		return 0, cpuUse{}, err
 	}
-	return float64(want) / elapsed.Seconds(), cpu, nil
+	return float64(want) / cpu.wall.Seconds(), cpu, nil
 }
 
 // claimMarkLoop is the relay's claim-publish-mark loop with a publish that

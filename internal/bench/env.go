@@ -112,17 +112,7 @@ func (s *scenario) warmUp(ctx context.Context, log *ackLog, n int) error {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	deadline := time.Now().Add(s.r.cfg.StallTimeout)
-	for log.warmAcked.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("warm-up: %d of %d messages acknowledged after %v", log.warmAcked.Load(), n, s.r.cfg.StallTimeout)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
+	return s.r.await(ctx, "warm-up", log.warmAcked.Load, int64(n), time.Now())
 }
 
 // prime opens every connection of the scenario's pool and runs one business

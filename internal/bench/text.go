@@ -88,7 +88,7 @@ func WriteText(w io.Writer, rep Report) error {
 		p("")
 	}
 	if i := rep.Idle; i != nil {
-		p("IDLE: a relay on an empty outbox for %.0f s", i.WindowSeconds)
+		p("IDLE: a relay with nothing to do for %.0f s, after publishing %s messages", i.WindowSeconds, human(idleTraffic))
 		p("  statements (pgx; several in one round trip when batched)\t%d\t%s/s", i.Statements, human(i.StatementsPerSecond))
 		p("  round trips (socket writes, incl. pings and LISTEN)\t%d\t%s/s", i.RoundTrips, human(i.RoundTripsPerSecond))
 		p("")
