@@ -100,6 +100,23 @@ func (f *floorFixture) runUntilFloorPasses(seq int64) {
 	}
 }
 
+// openLate enqueues a message of the aggregate "late-aggregate" in a
+// transaction on pool that it leaves open (rolled back when the test ends,
+// unless committed), and returns the transaction, the message and its seq.
+func (f *floorFixture) openLate(pool *pgxpool.Pool) (pgx.Tx, outbox.Message, int64) {
+	f.t.Helper()
+	late := f.message("late-aggregate")
+	tx, err := pool.Begin(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if err := f.store.Enqueue(f.ctx, tx, late); err != nil {
+		f.t.Fatal(err)
+	}
+	return tx, late, seqOf(f.t, f.ctx, tx, f.store, late.ID)
+}
+
 // seqOf reads a message's seq, committed or not, from its own transaction.
 func seqOf(t *testing.T, ctx context.Context, tx pgx.Tx, s *Store, id uuid.UUID) int64 {
 	t.Helper()
@@ -119,16 +136,7 @@ func TestClaim_LateCommitBelowFloorIsClaimed(t *testing.T) {
 	const interval = 200 * time.Millisecond
 	f := newFloorFixture(t, interval)
 
-	late := f.message("late-aggregate")
-	tx, err := f.store.pool.Begin(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(f.ctx)
-	if err := f.store.Enqueue(f.ctx, tx, late); err != nil {
-		t.Fatal(err)
-	}
-	lateSeq := seqOf(t, f.ctx, tx, f.store, late.ID)
+	tx, late, lateSeq := f.openLate(f.store.pool)
 
 	// Others commit, are claimed and marked, past several full claims.
 	f.runUntilFloorPasses(lateSeq)
@@ -455,16 +463,7 @@ func TestClaim_IdleClaimsLookBelowTheFloorInTheirOwnRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	late := f.message("late-aggregate")
-	tx, err := untraced.Begin(f.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(f.ctx)
-	if err := f.store.Enqueue(f.ctx, tx, late); err != nil {
-		t.Fatal(err)
-	}
-	lateSeq := seqOf(t, f.ctx, tx, f.store, late.ID)
+	tx, late, lateSeq := f.openLate(untraced)
 	f.runUntilFloorPasses(lateSeq)
 
 	// Idle: claims that find nothing, for longer than the interval, and no
