@@ -26,6 +26,11 @@ type Sink struct {
 	// is not known yet, by topic and event id (see Publish).
 	mu         sync.Mutex
 	inProducer map[copyKey]*pending
+
+	// alone admits one record at a time to retryTooLarge's produce, so
+	// that two records retried alone (a poison and a record that shared
+	// its batch) never share a batch again.
+	alone chan struct{}
 }
 
 // copyKey identifies a record in the producer: its topic and event id.
@@ -89,7 +94,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new client: %w", err)
 	}
-	return &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending)}, nil
+	return &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending), alone: make(chan struct{}, 1)}, nil
 }
 
 // Topic returns the topic rec is published to: the message's own Topic if
@@ -281,9 +286,11 @@ var errEarlierFailed = errors.New("not retried: an earlier record of the same ag
 // have held records of this call or of another (another relay worker's),
 // so a record may fit on its own (the producer also fails the records
 // buffered behind a refused batch). Each is tried alone up to tooLargeTries
-// times, after a random pause of up to (linger + 10ms) * 2^try, so that it
-// is unlikely to meet another call's retry of the same poison again; only a
-// record refused every time is reported as too large.
+// times, after a random pause of up to (linger + 10ms) * 2^try. The retries
+// of all calls take turns (Sink.alone), so a record retried alone never
+// shares a batch with another call's retry of the poison; the pause makes
+// it unlikely to meet a new poison of a first try. Only a record refused
+// every time is reported as too large.
 func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics []string, errs []error) {
 	var idx []int
 	for i, err := range errs {
@@ -309,13 +316,26 @@ func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics [
 				case <-ctx.Done():
 				case <-time.After(rand.N((s.cfg.Linger + 10*time.Millisecond) << try)):
 				}
-				s.produce(ctx, []*kgo.Record{Record(recs[i], topics[i])}, errs[i:i+1])
+				s.produceAlone(ctx, Record(recs[i], topics[i]), errs[i:i+1])
 			}
 			if errs[i] != nil {
 				failed[agg] = true
 			}
 		}
 	}
+}
+
+// produceAlone produces kr while no other record is retried alone, and
+// writes its outcome to errs[0].
+func (s *Sink) produceAlone(ctx context.Context, kr *kgo.Record, errs []error) {
+	select {
+	case s.alone <- struct{}{}:
+	case <-ctx.Done():
+		errs[0] = fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+		return
+	}
+	defer func() { <-s.alone }()
+	s.produce(ctx, []*kgo.Record{kr}, errs)
 }
 
 // Ping checks that a broker is reachable and answers. Its error is passed
