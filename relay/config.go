@@ -28,8 +28,9 @@ type Config struct {
 	// BatchSize is the most messages one claim takes. Defaults to 100.
 	BatchSize int
 	// Workers is the number of claim-publish-mark loops that run at once,
-	// so that one batch is claimed while another waits for acks.
-	// Defaults to 2.
+	// so that one batch is claimed while another waits for acks. The first
+	// always claims; the others join while claims come back full (a
+	// backlog) and rest when one does not. Defaults to 2.
 	Workers int
 	// Lease is how long a claim holds its messages. A crashed relay's
 	// messages become claimable again after it. Defaults to 30s.
@@ -56,19 +57,22 @@ type Config struct {
 	// it and claiming the next (one round trip with a store.MarkClaimer), so
 	// that the next claim finds more messages. Messages enqueued meanwhile
 	// reach the broker up to Linger later, and every message's mark comes
-	// Linger later. On the bench's 2-core machine (docs/performance.md), 8
-	// writers at full speed lost 32% of their throughput to a relay with no
-	// linger, 23-24% with 2-5ms and 9-13% with 10-20ms, while commit-to-ack
-	// p50 at 1,000 events/s grew from 2.2ms to 5, 10, 17 and 35ms (see
-	// LingerAbove for keeping both). Even 50ms left a loss of 14% there: the
-	// per-message work sets a floor. Defaults to 0: claim again at once.
+	// Linger later. Each round trip costs the database about as much CPU as
+	// a business transaction's commit, so a relay that claims a few
+	// messages at a time takes that CPU from the writers: on the bench's
+	// 2-core machine (docs/performance.md), 8 writers at full speed lost
+	// 21-29% of their throughput to a relay that claims again at once, and
+	// 10-19% to one that lingers 5ms above 1,200 messages/s (the default),
+	// which made 3 times fewer round trips. Defaults to 5ms
+	// (DefaultLinger); negative turns lingering off.
 	Linger time.Duration
 	// LingerAbove restricts Linger to load: a worker lingers only while
 	// the relay claims at least this many messages per second (measured
 	// over the last 250ms), so that a relay that is not pressed claims at
-	// once and keeps its latency, and one that keeps up with writers at
-	// their full rate claims less often. 0 (the default) lingers at any
-	// rate.
+	// once and keeps its latency (at 1,000 events/s a message reaches the
+	// broker about 1ms after its commit), and one that keeps up with
+	// writers at their full rate claims less often. Defaults to 1,200
+	// (DefaultLingerAbove); negative lingers at any rate.
 	LingerAbove float64
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.
@@ -102,6 +106,8 @@ const (
 	DefaultLease                 = 30 * time.Second
 	DefaultPollInterval          = time.Second
 	DefaultIdleAfter             = 50 * time.Millisecond
+	DefaultLinger                = 5 * time.Millisecond
+	DefaultLingerAbove           = 1200.0
 	DefaultMaxAttempts           = 10
 	DefaultRetryBase             = time.Second
 	DefaultRetryMax              = 300 * time.Second
@@ -132,6 +138,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.IdleAfter == 0 {
 		c.IdleAfter = DefaultIdleAfter
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.LingerAbove == 0 {
+		c.LingerAbove = DefaultLingerAbove
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
@@ -174,10 +186,8 @@ func (c Config) validate() error {
 		return bad("PublishTimeout", "must be positive and shorter than Lease")
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval", "must be at least 1ms")
-	case c.Linger < 0 || c.Linger >= c.PublishTimeout:
-		return bad("Linger", "must not be negative and must be shorter than PublishTimeout")
-	case c.LingerAbove < 0:
-		return bad("LingerAbove", "must not be negative")
+	case c.Linger >= c.PublishTimeout:
+		return bad("Linger", "must be shorter than PublishTimeout")
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "must be at least 1")
 	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:

@@ -228,19 +228,26 @@ const maxQuietPoll = 2 * time.Millisecond
 // it is renewed while the relay stays idle and withdrawn when it finds work.
 const minRegistration = 30 * time.Second
 
-// work is one claim-publish-mark loop. After a claim that found work a
-// worker claims again at once, so a busy relay never waits; with a store
-// that implements store.MarkClaimer the next claim travels with the mark of
-// the batch just published, in one round trip. The poller (one worker)
+// work is one claim-publish-mark loop. After a claim that found work the
+// poller (worker 0) claims again at once, so a busy relay never waits; with
+// a store that implements store.MarkClaimer the next claim travels with the
+// mark of the batch just published, in one round trip. The other workers
+// are helpers: a full batch wakes them (more is due), and a helper keeps
+// claiming only while its batches are full. So with a backlog every worker
+// claims while the others publish, and a relay that keeps up claims in one
+// loop, where the messages that arrive during a publish make the next
+// batch, rather than in several loops whose claims come back with a
+// message or two each: on the bench's 2-core machine, 0.21-0.30 instead of
+// 0.39-0.42 round trips per message with writers at full speed, and 1.0
+// instead of 1.3-1.5 at 1,000 events/s in cursor mode. The poller (one worker)
 // handles idleness: after an empty claim it registers as idle with the
 // store.Notifier (after Config.IdleAfter of empty claims, polling every
 // 1 to 2 ms meanwhile), so that writers notify it, claims once more (a
 // commit whose trigger ran before the registration did not notify), and then
 // waits for a notification or PollInterval. Writers pay for NOTIFY (it
 // serializes commits) only while a relay waits idle; under a steady backlog
-// nobody notifies. The other workers sleep until someone finds work or a
-// notification arrives. An idle relay sends about one query per
-// PollInterval.
+// nobody notifies. The helpers sleep until a full batch or a notification
+// wakes them. An idle relay sends about one query per PollInterval.
 func (r *Relay) work(poller bool) {
 	var (
 		dbBackoff       time.Duration
@@ -299,8 +306,21 @@ func (r *Relay) work(poller bool) {
 				registeredUntil = time.Time{}
 				r.notify(func(ctx context.Context) error { return r.notifier.Busy(ctx, r.cfg.ID) })
 			}
-			r.wake.broadcast() // more may be due: let the other workers join in
-			next = r.runBatch(b)
+			full := len(b.claim.Records) >= r.cfg.BatchSize
+			if full {
+				r.wake.broadcast() // more are due: let the other workers join in
+			}
+			next = r.runBatch(b, poller || full)
+			if !poller && !full {
+				// A claim that was not full took what was due, so the poller
+				// finds what comes next: helpers claim only while batches
+				// are full, or when a notification arrives.
+				select {
+				case <-r.stopping:
+					return
+				case <-b.woken:
+				}
+			}
 			continue
 		}
 		if poller && r.notifier != nil && registeredUntil.IsZero() && r.cfg.IdleAfter > 0 {
@@ -431,10 +451,10 @@ func (r *Relay) sleep(d time.Duration) bool {
 	}
 }
 
-// runBatch publishes and marks a claimed batch. If the store can, and the
-// relay is neither stopping nor pausing, the mark of what was sent also
-// claims the next batch, which runBatch returns (nil otherwise).
-func (r *Relay) runBatch(b *batch) *batch {
+// runBatch publishes and marks a claimed batch. If claimNext, the store
+// can, and the relay is neither stopping nor pausing, the mark of what was
+// sent also claims the next batch, which runBatch returns (nil otherwise).
+func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 	claim, claimStart := b.claim, b.start
 	recs := claim.Records
 	// The lease ends Lease after the claim; stop waiting for the broker well
@@ -502,12 +522,12 @@ func (r *Relay) runBatch(b *batch) *batch {
 			err  error
 			done bool
 		)
-		linger := r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove
+		linger := claimNext && r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove
 		inMemory := r.marksInMemory()
 		if linger && !inMemory {
 			r.sleep(r.cfg.Linger) // on stop, mark at once
 		}
-		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && len(failures) == 0 && len(released) == 0 &&
+		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && claimNext && len(failures) == 0 && len(released) == 0 &&
 			!r.isStopping() && r.backoff.remaining() <= 0 && !inMemory {
 			nb := &batch{woken: r.wake.wait(), start: time.Now()}
 			ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)

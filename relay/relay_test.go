@@ -379,9 +379,7 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"PublishTimeout", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, PublishTimeout: 3 * time.Second}},
 		{"Lease", relay.Config{Store: nopQueue{}, Sink: s, Lease: 10 * time.Millisecond}},
 		{"BatchSize", relay.Config{Store: nopQueue{}, Sink: s, BatchSize: -1}},
-		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Linger: -time.Millisecond}},
 		{"Linger", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, Linger: time.Second}},
-		{"LingerAbove", relay.Config{Store: nopQueue{}, Sink: s, Linger: time.Millisecond, LingerAbove: -1}},
 	}
 	for _, c := range cases {
 		_, err := relay.New(c.cfg)
@@ -473,11 +471,12 @@ func TestRelay_StopDuringLingerMarksWhatWasSent(t *testing.T) {
 	}
 }
 
-// lingerConfig is fastConfig with one worker that lingers 2 s.
+// lingerConfig is fastConfig with one worker that lingers 2 s at any rate.
 func lingerConfig(b *bundle, s *fakeSink) relay.Config {
 	cfg := fastConfig(b, s)
 	cfg.Workers = 1
 	cfg.Linger = 2 * time.Second
+	cfg.LingerAbove = -1
 	return cfg
 }
 

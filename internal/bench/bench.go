@@ -99,8 +99,8 @@ func settingsOf(c Config) Settings {
 		BatchSize: c.Relay.BatchSize, RelayWorkers: c.Relay.Workers,
 		PollIntervalMs: float64(c.Relay.PollInterval) / float64(time.Millisecond), Topic: c.Topic,
 		VacuumEverySeconds: c.VacuumEvery.Seconds(),
-		LingerMs:           float64(c.Relay.Linger) / float64(time.Millisecond), Mode: c.Mode,
-		LingerAbove: c.Relay.LingerAbove, Cursor: c.Cursor,
+		LingerMs:           float64(max(0, c.Relay.Linger)) / float64(time.Millisecond), Mode: c.Mode,
+		LingerAbove: max(0, c.Relay.LingerAbove), Cursor: c.Cursor,
 	}
 }
 

@@ -72,6 +72,9 @@ func (r *runner) relayProcess(ctx context.Context, n int) (int64, float64, error
 		"--workers", strconv.Itoa(rc.Workers),
 		"--lease", rc.Lease.String(),
 		"--poll-interval", rc.PollInterval.String(),
+		// The flags' 0 is the Config's negative: off, any rate.
+		"--linger", max(0, rc.Linger).String(),
+		"--linger-above", strconv.FormatFloat(max(0, rc.LingerAbove), 'g', -1, 64),
 		"--log-level", "warn",
 	}
 	if rc.DisableListen {

@@ -45,8 +45,8 @@ func addRelayFlags(fs *pflag.FlagSet, r *relayFlags) {
 	fs.DurationVar(&r.lease, "lease", relay.DefaultLease, "how long a claim holds its messages; a crashed relay's messages are claimable again after it (at least 1s)")
 	fs.DurationVar(&r.publishTimeout, "publish-timeout", 0, "bound on the wait for the broker's acks of one batch; shorter than --lease (default --lease/2)")
 	fs.DurationVar(&r.pollInterval, "poll-interval", relay.DefaultPollInterval, "how often to look for due messages when not woken by a notification")
-	fs.DurationVar(&r.linger, "linger", 0, "after publishing a batch smaller than --batch-size, wait this long before marking it and claiming the next, so that claims take more messages per round trip: less database work under load, more latency (default: claim again at once)")
-	fs.Float64Var(&r.lingerAbove, "linger-above", 0, "with --linger: linger only while the relay claims at least this many `messages/s` (0: at any rate)")
+	fs.DurationVar(&r.linger, "linger", relay.DefaultLinger, "after publishing a batch smaller than --batch-size, wait this long before marking it and claiming the next, so that claims take more messages per round trip: less database work under load, more latency (0: claim again at once)")
+	fs.Float64Var(&r.lingerAbove, "linger-above", relay.DefaultLingerAbove, "linger only while the relay claims at least this many `messages/s` (0: at any rate)")
 	fs.BoolVar(&r.noListen, "no-listen", false, "do not use LISTEN/NOTIFY wake-ups (for poolers in transaction mode); rely on --poll-interval")
 	fs.IntVar(&r.maxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed attempts after which a message becomes DEAD_LETTER")
 	fs.DurationVar(&r.retryBase, "retry-base", relay.DefaultRetryBase, "delay before the first retry; it doubles with each attempt, with jitter")
@@ -100,8 +100,8 @@ func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) rel
 		Lease:                 r.lease,
 		PublishTimeout:        r.publishTimeout,
 		PollInterval:          r.pollInterval,
-		Linger:                r.linger,
-		LingerAbove:           r.lingerAbove,
+		Linger:                offIfZero(r.linger),
+		LingerAbove:           offIfZero(r.lingerAbove),
 		DisableListen:         r.noListen,
 		MaxAttempts:           r.maxAttempts,
 		RetryBase:             r.retryBase,
@@ -231,4 +231,13 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 	}
 	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
+}
+
+// offIfZero maps a flag's explicit 0 ("off", "any rate") to relay.Config's
+// negative value for it: a zero field there means the default.
+func offIfZero[T time.Duration | float64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

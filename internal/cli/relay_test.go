@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -220,5 +221,34 @@ func checkAdminEndpoint(t *testing.T, stderr *syncBuffer) {
 	}
 	if code, body := get("/"); code != http.StatusOK || !strings.Contains(body, "outbox status") {
 		t.Errorf("status page = %d; want 200 with the page", code)
+	}
+}
+
+// The relay lingers 5ms above 1,200 messages/s unless told otherwise;
+// --linger 0 turns lingering off and --linger-above 0 lingers at any rate,
+// which relay.Config spells as negative values (its zero is the default).
+func TestRelayFlags_LingerDefaultsAndZeroes(t *testing.T) {
+	for _, c := range []struct {
+		args        []string
+		linger      time.Duration
+		lingerAbove float64
+	}{
+		{nil, 5 * time.Millisecond, 1200},
+		{[]string{"--linger", "0"}, -1, 1200},
+		{[]string{"--linger", "20ms", "--linger-above", "0"}, 20 * time.Millisecond, -1},
+	} {
+		fs := pflag.NewFlagSet("relay", pflag.ContinueOnError)
+		var rf relayFlags
+		addRelayFlags(fs, &rf)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := rf.check(); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		cfg := rf.config(nil, nil, nil).WithDefaults()
+		if cfg.Linger != c.linger || cfg.LingerAbove != c.lingerAbove {
+			t.Errorf("%v: Linger %v, LingerAbove %v; want %v, %v", c.args, cfg.Linger, cfg.LingerAbove, c.linger, c.lingerAbove)
+		}
 	}
 }
