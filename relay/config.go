@@ -30,7 +30,8 @@ type Config struct {
 	// Workers is the number of claim-publish-mark loops that run at once,
 	// so that one batch is claimed while another waits for acks. The first
 	// always claims; the others join while claims come back full (a
-	// backlog) and rest when one does not. Defaults to 2.
+	// backlog) or a publish is slow (SlowPublish), and rest otherwise.
+	// Defaults to 2.
 	Workers int
 	// Lease is how long a claim holds its messages. A crashed relay's
 	// messages become claimable again after it. Defaults to 30s.
@@ -74,6 +75,17 @@ type Config struct {
 	// writers at their full rate claims less often. Defaults to 1,200
 	// (DefaultLingerAbove); negative lingers at any rate.
 	LingerAbove float64
+	// SlowPublish is how long a publish may wait for the broker's acks
+	// before the workers that rest claim beside it (see Workers): the
+	// first worker alone keeps up while acks come fast, but a slow ack (a
+	// distant or struggling broker, a partition without a leader) must not
+	// hold up the messages of the others for longer than this. While the
+	// publish waits they are woken again after 2, 4, 8 ... times
+	// SlowPublish (at most PollInterval apart). Defaults to 10ms (the
+	// embedded broker acknowledges well within that, so the bench measures
+	// the first worker alone); negative: the others join only for full
+	// batches.
+	SlowPublish time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode); the relay then relies on PollInterval.
 	// Defaults to false.
@@ -108,6 +120,7 @@ const (
 	DefaultIdleAfter             = 50 * time.Millisecond
 	DefaultLinger                = 5 * time.Millisecond
 	DefaultLingerAbove           = 1200.0
+	DefaultSlowPublish           = 10 * time.Millisecond
 	DefaultMaxAttempts           = 10
 	DefaultRetryBase             = time.Second
 	DefaultRetryMax              = 300 * time.Second
@@ -144,6 +157,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.LingerAbove == 0 {
 		c.LingerAbove = DefaultLingerAbove
+	}
+	if c.SlowPublish == 0 {
+		c.SlowPublish = DefaultSlowPublish
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts

@@ -95,7 +95,8 @@ func TestRelay_BacklogKeepsEveryWorkerPublishing(t *testing.T) {
 }
 
 // A worker other than the poller that claimed less than a full batch
-// claims no more until a full batch or a notification wakes it: its mark
+// claims no more until a full batch, a slow publish or a notification
+// wakes it: its mark
 // does not claim the messages that arrived while it published, which stay
 // PENDING for the poller's next claim. So a relay that keeps up claims in
 // one loop rather than in several whose claims come back nearly empty.
@@ -106,8 +107,10 @@ func TestRelay_HelperWithPartBatchLeavesTheNextClaimToThePoller(t *testing.T) {
 	cfg := fastConfig(b, s)
 	cfg.Workers, cfg.BatchSize = 2, 4
 	// The poller polls rather than registering for notifications, which
-	// would wake the helper too.
+	// would wake the helper too; the publishes the test holds count as
+	// fast ones.
 	cfg.IdleAfter = time.Hour
+	cfg.SlowPublish = -1
 	startRelay(t, cfg)
 	time.Sleep(300 * time.Millisecond) // both workers claimed once and wait
 	first := make([]outbox.Message, 5)
@@ -157,5 +160,52 @@ func TestRelay_HelperWithPartBatchLeavesTheNextClaimToThePoller(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// A publish that waits for its acks (a distant or struggling broker, a
+// partition without a leader) does not hold up the messages that arrive
+// meanwhile: after a short wait the other workers claim and publish them
+// beside it, although the slow batch was not full.
+func TestRelay_SlowPublishDoesNotHoldUpLaterMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &gatedSink{}
+	cfg := fastConfig(b, s)
+	cfg.Workers, cfg.BatchSize = 2, 4
+	cfg.Lease = time.Minute // the held publish does not time out during the test
+	startRelay(t, cfg)
+	slow := msg("SP-slow", 0)
+	slow.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, slow)
+	eventually(t, 10*time.Second, "the first publish in flight", func() bool { return len(s.calls()) == 1 })
+	held := s.calls()[0]
+	var later []outbox.Message
+	for i := range 3 {
+		m := msg(fmt.Sprintf("SP-later-%d", i), i)
+		m.ID = uuid.Must(uuid.NewV7())
+		later = append(later, m)
+		b.enqueue(t, m)
+		time.Sleep(20 * time.Millisecond)
+	}
+	eventually(t, 10*time.Second, "the later messages SENT while the first publish waits", func() bool {
+		for _, c := range s.calls() {
+			if c != held {
+				close(c.open)
+			}
+		}
+		for _, m := range later {
+			if b.get(t, m.ID).Status != outbox.StatusSent {
+				return false
+			}
+		}
+		return true
+	})
+	if st := b.get(t, slow.ID).Status; st != outbox.StatusInFlight {
+		t.Fatalf("the held message is %s; want IN_FLIGHT until its publish returns", st)
+	}
+	close(held.open)
+	eventually(t, 10*time.Second, "the held message SENT", func() bool {
+		return b.get(t, slow.ID).Status == outbox.StatusSent
 	})
 }
