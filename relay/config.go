@@ -58,14 +58,14 @@ type Config struct {
 	// it and claiming the next (one round trip with a store.MarkClaimer), so
 	// that the next claim finds more messages. Messages enqueued meanwhile
 	// reach the broker up to Linger later, and every message's mark comes
-	// Linger later. Each round trip costs the database about as much CPU as
-	// a business transaction's commit, so a relay that claims a few
-	// messages at a time takes that CPU from the writers: on the bench's
-	// 2-core machine (docs/performance.md), 8 writers at full speed lost
-	// 21-29% of their throughput to a relay that claims again at once, and
-	// 10-19% to one that lingers 5ms above 1,200 messages/s (the default),
-	// which made 3 times fewer round trips. Defaults to 5ms
-	// (DefaultLinger); negative turns lingering off.
+	// Linger later. On the bench's 2-core machine (docs/performance.md) a
+	// relay round trip cost the machine about 1.2ms of CPU and a business
+	// transaction 0.7ms, so a relay that claims a few messages at a time
+	// takes that CPU from the writers: 8 writers at full speed lost 21-29%
+	// of their throughput to a relay that claims again at once, and 8-20%
+	// to one that lingers 5ms above 1,200 messages/s (the default), which
+	// made 3 times fewer round trips. Defaults to 5ms (DefaultLinger);
+	// negative turns lingering off.
 	Linger time.Duration
 	// LingerAbove restricts Linger to load: a worker lingers only while
 	// the relay claims at least this many messages per second (measured

@@ -22,7 +22,11 @@ type gatedSink struct {
 type gatedCall struct {
 	recs []outbox.Record
 	open chan struct{}
+	once sync.Once
 }
+
+// release lets the publish return; calling it again does nothing.
+func (c *gatedCall) release() { c.once.Do(func() { close(c.open) }) }
 
 func (s *gatedSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	c := &gatedCall{recs: recs, open: make(chan struct{})}
@@ -59,8 +63,18 @@ func (s *gatedSink) calls() []*gatedCall {
 
 func (s *gatedSink) openAll() {
 	for _, c := range s.calls() {
-		close(c.open)
+		c.release()
 	}
+}
+
+// allSent reports whether every message of msgs is SENT.
+func (b *bundle) allSent(t testing.TB, msgs ...outbox.Message) bool {
+	for _, m := range msgs {
+		if b.get(t, m.ID).Status != outbox.StatusSent {
+			return false
+		}
+	}
+	return true
 }
 
 // With a backlog every worker claims while the others publish: three
@@ -85,21 +99,16 @@ func TestRelay_BacklogKeepsEveryWorkerPublishing(t *testing.T) {
 	// Let the backlog drain, a few batches at a time.
 	eventually(t, 20*time.Second, "every message SENT", func() bool {
 		s.openAll()
-		for _, m := range msgs {
-			if b.get(t, m.ID).Status != outbox.StatusSent {
-				return false
-			}
-		}
-		return true
+		return b.allSent(t, msgs...)
 	})
 }
 
 // A worker other than the poller that claimed less than a full batch
 // claims no more until a full batch, a slow publish or a notification
-// wakes it: its mark
-// does not claim the messages that arrived while it published, which stay
-// PENDING for the poller's next claim. So a relay that keeps up claims in
-// one loop rather than in several whose claims come back nearly empty.
+// wakes it: its mark does not claim the messages that arrived while it
+// published, which stay PENDING for the poller's next claim. So a relay
+// that keeps up claims in one loop rather than in several whose claims
+// come back nearly empty.
 func TestRelay_HelperWithPartBatchLeavesTheNextClaimToThePoller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -138,7 +147,7 @@ func TestRelay_HelperWithPartBatchLeavesTheNextClaimToThePoller(t *testing.T) {
 		later[i].ID = uuid.Must(uuid.NewV7())
 	}
 	b.enqueue(t, later...)
-	close(part.open)
+	part.release()
 	eventually(t, 10*time.Second, "the helper's message SENT", func() bool {
 		return b.get(t, part.recs[0].ID).Status == outbox.StatusSent
 	})
@@ -147,19 +156,14 @@ func TestRelay_HelperWithPartBatchLeavesTheNextClaimToThePoller(t *testing.T) {
 			t.Fatalf("message enqueued during the helper's publish is %s after its mark; want PENDING (left to the poller)", st)
 		}
 	}
-	close(full.open)
+	full.release()
 	eventually(t, 10*time.Second, "the poller's next batch holds both later messages", func() bool {
 		cs := s.calls()
 		return len(cs) == 1 && len(cs[0].recs) == 2
 	})
 	s.openAll()
 	eventually(t, 10*time.Second, "every message SENT", func() bool {
-		for _, m := range append(first, later...) {
-			if b.get(t, m.ID).Status != outbox.StatusSent {
-				return false
-			}
-		}
-		return true
+		return b.allSent(t, append(first, later...)...)
 	})
 }
 
@@ -191,20 +195,15 @@ func TestRelay_SlowPublishDoesNotHoldUpLaterMessages(t *testing.T) {
 	eventually(t, 10*time.Second, "the later messages SENT while the first publish waits", func() bool {
 		for _, c := range s.calls() {
 			if c != held {
-				close(c.open)
+				c.release()
 			}
 		}
-		for _, m := range later {
-			if b.get(t, m.ID).Status != outbox.StatusSent {
-				return false
-			}
-		}
-		return true
+		return b.allSent(t, later...)
 	})
 	if st := b.get(t, slow.ID).Status; st != outbox.StatusInFlight {
 		t.Fatalf("the held message is %s; want IN_FLIGHT until its publish returns", st)
 	}
-	close(held.open)
+	held.release()
 	eventually(t, 10*time.Second, "the held message SENT", func() bool {
 		return b.get(t, slow.ID).Status == outbox.StatusSent
 	})
