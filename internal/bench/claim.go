@@ -53,6 +53,9 @@ func (r *runner) runClaim(ctx context.Context, rep *Report) error {
 			return fmt.Errorf("%s: %w", sc.what, err)
 		}
 		*sc.dst = ct
+		if ct.CheckpointError != "" {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("claim: no CHECKPOINT after loading the %s (%s): its claims ran beside the checkpoints the load set off", sc.what, ct.CheckpointError))
+		}
 	}
 	cr.HistoryP99Ratio = ratio(cr.History.P99Ms, cr.Empty.P99Ms)
 	cr.JustMarkedP99Ratio = ratio(cr.JustMarked.P99Ms, cr.Empty.P99Ms)
@@ -148,6 +151,13 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 		}
 	}
 	ct.LoadSeconds = time.Since(loadStart).Seconds()
+	cpStart := time.Now()
+	if _, err := s.exec(ctx, "checkpoint.sql"); err != nil {
+		ct.CheckpointError = err.Error()
+		r.prog.printf("%s: no checkpoint before the claims: %v", tag, err)
+	} else {
+		ct.CheckpointSeconds = time.Since(cpStart).Seconds()
+	}
 
 	// The claims are those of a relay started now on this table: a new
 	// Store, which knows no claim floor yet (pgx's statement cache is per

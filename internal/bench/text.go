@@ -95,10 +95,14 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	if c := rep.Claim; c != nil {
 		p("CLAIM TIME: %d claims of %d per table (then marked, untimed)", c.Empty.Claims, c.BatchSize)
-		p("  table\tfirst\tp50\tp99\tmax\tp99 / empty p99\tfirst / empty first\tload")
+		p("  table\tfirst\tp50\tp99\tmax\tp99 / empty p99\tfirst / empty first\tload\tcheckpoint")
 		row := func(name string, t ClaimTimes) {
-			p("  %s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2fx\t%.2fx\t%.0f s", name, t.FirstMs, t.P50Ms, t.P99Ms, t.MaxMs,
-				ratio(t.P99Ms, c.Empty.P99Ms), ratio(t.FirstMs, c.Empty.FirstMs), t.LoadSeconds)
+			cp := fmt.Sprintf("%.1f s", t.CheckpointSeconds)
+			if t.CheckpointError != "" {
+				cp = "none"
+			}
+			p("  %s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2fx\t%.2fx\t%.0f s\t%s", name, t.FirstMs, t.P50Ms, t.P99Ms, t.MaxMs,
+				ratio(t.P99Ms, c.Empty.P99Ms), ratio(t.FirstMs, c.Empty.FirstMs), t.LoadSeconds, cp)
 		}
 		row(fmt.Sprintf("%s claimable rows only", human(float64(c.Empty.Claimable))), c.Empty)
 		row(fmt.Sprintf("+ %s sent rows", human(float64(c.History.HistoryRows))), c.History)
