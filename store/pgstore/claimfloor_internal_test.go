@@ -79,3 +79,79 @@ func TestClaimFloor_AnIdleStoreLooksBelowTheFloorInItsOwnClaim(t *testing.T) {
 		t.Fatalf("claim after one that found messages: %+v; want the probe beside it", busy)
 	}
 }
+
+// A probe below the floor reads the table as it was when the probe began;
+// after two million rows were marked it walks their dead index entries for
+// seconds, while the claims beside it move the floor on. If it found nothing
+// due below the floor it began at, it must not drop the floor back to its
+// old low: the next claim would walk everything marked meanwhile. If it did
+// find something below, the floor goes there.
+func TestClaimFloor_AProbeThatFoundNothingBelowItsFloorDoesNotDropIt(t *testing.T) {
+	const interval = time.Second
+	f := &claimFloor{seq: 100, bound: 10_000, cand: 20_000, candAt: time.Now(), seeded: true}
+	first := f.begin(interval)
+	if !first.probe || first.from != 100 {
+		t.Fatalf("first claim: %+v; want a claim from 100 that starts the probe", first)
+	}
+	probe := claimScan{full: true, below: first.from, at: first.at, interval: interval}
+
+	// Claims beside the probe move the floor to 3,000.
+	for _, low := range []int64{100, 1_000, 3_000} {
+		c := f.begin(interval)
+		c.low = &low
+		f.end(c)
+	}
+	if f.seq != 3_000 {
+		t.Fatalf("floor after the claims = %d, want 3000", f.seq)
+	}
+
+	stale := int64(100) // the lowest due message when the probe began
+	probe.low = &stale
+	f.end(probe)
+	if f.seq != 3_000 {
+		t.Errorf("floor after a probe that found nothing below 100 = %d, want it to stay at 3000", f.seq)
+	}
+
+	// The next probe finds a message below the floor it began at.
+	f.probing, f.lastFull = false, time.Time{}
+	second := f.begin(interval)
+	if !second.probe {
+		t.Fatalf("claim: %+v; want the probe beside it", second)
+	}
+	found := int64(42)
+	f.end(claimScan{full: true, below: second.from, at: second.at, interval: interval, low: &found})
+	if f.seq != 42 {
+		t.Errorf("floor after a probe that found 42 below 3000 = %d, want 42", f.seq)
+	}
+}
+
+// A new Store seeds its floor from the message marked SENT last, and does
+// not know the bound for a FullClaimInterval. Its claims move the floor on
+// meanwhile: one that stayed at the seed would have every claim walk the
+// index entries that the claims before it marked, which while a long probe
+// holds back their removal (after a mass mark) costs a visit to the table
+// each.
+func TestClaimFloor_ASeededFloorMovesWithTheClaims(t *testing.T) {
+	const interval = time.Second
+	f := &claimFloor{seq: 100, seeded: true}
+	c := f.begin(interval)
+	top := int64(5_000)
+	low := int64(200)
+	c.low, c.top = &low, &top
+	f.end(c)
+	if f.bound != 0 {
+		t.Fatalf("bound = %d after one claim; want it still unknown", f.bound)
+	}
+	if f.seq != 200 {
+		t.Fatalf("seeded floor after a claim whose lowest due message was 200 = %d, want 200", f.seq)
+	}
+
+	// An unseeded floor stays at 0 until the bound is known.
+	u := &claimFloor{seeded: true}
+	uc := u.begin(interval)
+	uc.low, uc.top = &low, &top
+	u.end(uc)
+	if u.seq != 0 {
+		t.Errorf("unseeded floor after a claim = %d, want 0 until the bound is known", u.seq)
+	}
+}

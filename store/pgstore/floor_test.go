@@ -172,6 +172,67 @@ func TestClaim_LateCommitBelowFloorIsClaimed(t *testing.T) {
 	}
 }
 
+// A new Store's claims move its seeded floor on before it knows the bound
+// (the highest seq committed a FullClaimInterval ago), so a message whose
+// transaction commits after the claims passed its seq lies below the
+// floor. The next look below the floor must still deliver it, before its
+// aggregate's next message.
+func TestClaim_LateCommitPastASeededFloorIsClaimed(t *testing.T) {
+	t.Parallel()
+	const interval = 2 * time.Second
+	f := newFloorFixture(t, interval)
+	f.enqueue()
+	f.claimAndMark() // a SENT message to seed from
+
+	// A relay restarts: a new Store, whose floor is seeded at its first claim.
+	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store = s
+	tx, late, lateSeq := f.openLate(s.pool)
+	deadline := time.Now().Add(interval / 2)
+	for {
+		f.enqueue()
+		f.claimAndMark()
+		s.floor.mu.Lock()
+		floor, bound := s.floor.seq, s.floor.bound
+		s.floor.mu.Unlock()
+		if bound != 0 {
+			t.Fatalf("the bound is known (%d) before the floor passed the open message's seq %d", bound, lateSeq)
+		}
+		if floor > lateSeq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the seeded floor is %d after %v of claims; want it past %d", floor, interval/2, lateSeq)
+		}
+	}
+
+	if err := tx.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := f.message("late-aggregate")
+	if err := pgx.BeginFunc(f.ctx, s.pool, func(tx pgx.Tx) error { return s.Enqueue(f.ctx, tx, next) }); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		for _, id := range f.claimAndMark() {
+			if id == next.ID {
+				t.Fatal("the aggregate's next message was claimed before the late one")
+			}
+			if id == late.ID {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a late commit past the seeded floor was not claimed within 20 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // A retry that becomes due below the claim floor is claimed again.
 func TestClaim_RetryBelowFloorIsClaimed(t *testing.T) {
 	t.Parallel()

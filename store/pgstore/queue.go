@@ -292,14 +292,25 @@ func (s *Store) fullClaimInterval() time.Duration {
 // were marked took 1.4 s from seq 0. The first claim also starts the probe
 // below, which finds whatever is due below the seed; until it has, such
 // messages wait (for the probe's duration, milliseconds on a vacuumed
-// table). With no SENT message there is no seed, and claims scan from seq 0
-// until the floor is known.
+// table). A seeded floor moves up with the claims' low before the bound is
+// known: one that stayed at the seed for the first FullClaimInterval would
+// have every claim walk the entries the claims before it marked, and while
+// the first probe walks two million dead entries (seconds, on a single
+// snapshot) those cannot be marked dead in the index, so each costs a
+// visit to the table: claims grew from 5 to 17 ms over that second. The
+// price is that a message whose transaction commits after the claims
+// passed its seq, in a Store's first FullClaimInterval, waits for the next
+// probe, as a transaction slower than FullClaimInterval always does. With
+// no SENT message there is no seed, and claims scan from seq 0 until the
+// floor is known.
 //
 // Every FullClaimInterval a probe (probeBelowFloor) runs claim_floor.sql
 // from seq 0, on a connection of its own while the claims go on, and finds
 // what lies below the floor: such late commits, retries that became due,
 // leases that expired, a replayed dead letter. The floor drops to its low,
-// and the next claim takes them. The probe walks the dead index entries
+// and the next claim takes them. A probe that found nothing due below the
+// floor it began at leaves the floor where the claims beside it moved it
+// (its low is as old as its snapshot). The probe walks the dead index entries
 // below the floor, so that the claims do not have to: with a long-running
 // transaction anywhere in the database, those entries cannot even be marked
 // dead, and a scan from seq 0 visits the table for each of them. Until the
@@ -325,7 +336,7 @@ type claimFloor struct {
 	candAt   time.Time // zero when there is no candidate
 	lastFull time.Time // when the last probe (or full claim) started
 	probing  bool      // a probe runs
-	fullEnds uint64    // counts the probes and full claims that ended
+	fullEnds uint64    // counts the probes and full claims that set the floor from below
 	seeded   bool      // seedFloor ran (successfully) or a claim moved the floor
 	seeding  bool      // seedFloor runs
 
@@ -378,6 +389,7 @@ func (s *Store) seedFloor(ctx context.Context) {
 type claimScan struct {
 	gen      uint64 // claimFloor.fullEnds when the scan began
 	from     int64  // the scan starts here; 0 for a full claim
+	below    int64  // for a full scan: the floor when it began (0: none)
 	full     bool   // from seq 0 (a full claim or the probe)
 	probe    bool   // start the probe below the floor too
 	claimed  int    // messages the claim took, once counted
@@ -402,7 +414,7 @@ func (f *claimFloor) begin(interval time.Duration) claimScan {
 	if !f.probing && now.Sub(f.lastFull) >= interval {
 		if !f.emptySince.IsZero() && now.Sub(f.emptySince) >= interval {
 			// Idle: this claim looks below the floor itself.
-			sc.full, sc.from, f.lastFull = true, 0, now
+			sc.full, sc.from, sc.below, f.lastFull = true, 0, f.seq, now
 			return sc
 		}
 		f.probing, f.lastFull, sc.probe = true, now, true
@@ -417,7 +429,7 @@ const probeTimeout = time.Minute
 // floor to it (see claimFloor). It runs in a goroutine of its own, one at a
 // time per Store; a failure only delays the next probe.
 func (s *Store) probeBelowFloor(claim claimScan) {
-	sc := claimScan{full: true, at: claim.at, interval: claim.interval}
+	sc := claimScan{full: true, below: claim.from, at: claim.at, interval: claim.interval}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	b := s.relayBatch()
@@ -456,20 +468,30 @@ func (f *claimFloor) end(sc claimScan) {
 			f.cand, f.candAt = *sc.top, sc.at
 		}
 	}
-	if f.bound == 0 {
-		// Nothing is known to have committed long enough ago for the floor
-		// to rise; a seeded floor still drops to a due message found below
-		// it.
-		if f.seq != 0 && sc.low != nil && *sc.low < f.seq {
-			f.seq = *sc.low
-		}
+	var next int64
+	switch {
+	case f.bound != 0 && sc.low != nil:
+		next = min(f.bound, *sc.low)
+	case f.bound != 0:
+		next = f.bound
+	case f.seq == 0 || sc.low == nil:
+		// Nothing is known to have committed long enough ago for an
+		// unseeded floor to rise; claims scan from seq 0 until it is.
 		return
-	}
-	next := f.bound
-	if sc.low != nil {
-		next = min(next, *sc.low)
+	default:
+		// A seeded floor moves with the claims before the bound is known
+		// (see claimFloor: a message of a transaction that commits behind
+		// it waits for the next look below the floor).
+		next = *sc.low
 	}
 	switch {
+	case sc.full && sc.below != 0 && (sc.low == nil || *sc.low >= sc.below):
+		// A scan from seq 0 that found nothing due below the floor it
+		// began at: its low is as old as the scan, and the claims since
+		// may have moved the floor past it. Dropping the floor back there
+		// would have the next claim walk what they marked meanwhile. The
+		// claims that ran beside it may raise the floor as usual.
+		f.seq = max(f.seq, next)
 	case sc.full:
 		f.seq = next
 		f.fullEnds++
