@@ -490,7 +490,10 @@ func (f *claimFloor) end(sc claimScan) {
 		// began at: its low is as old as the scan, and the claims since
 		// may have moved the floor past it. Dropping the floor back there
 		// would have the next claim walk what they marked meanwhile. The
-		// claims that ran beside it may raise the floor as usual.
+		// claims that ran beside it may raise the floor as usual. (A
+		// message that became due below the floor in the moment between
+		// a claim's read and the scan's waits for the next probe, which
+		// finds it below the floor it begins at: later, never lost.)
 		f.seq = max(f.seq, next)
 	case sc.full:
 		f.seq = next
