@@ -475,8 +475,8 @@ func (f *claimFloor) end(sc claimScan) {
 	case f.bound != 0:
 		next = f.bound
 	case f.seq == 0 || sc.low == nil:
-		// Nothing is known to have committed long enough ago for an
-		// unseeded floor to rise; claims scan from seq 0 until it is.
+		// An unseeded floor waits for the bound (its claims scan from seq
+		// 0 until then); a seeded one has no due message to move to.
 		return
 	default:
 		// A seeded floor moves with the claims before the bound is known
