@@ -128,21 +128,30 @@ func TestSQLiteInbox_SharesOneDatabaseWithTheOutboxUnderLoad(t *testing.T) {
 		})
 	}
 	// The relay claims and marks until the writers are done and nothing
-	// is left.
+	// is left: until a claim that began after the last commit finds
+	// nothing (one that began before it may miss the last messages).
 	writersDone, relayDone := make(chan struct{}), make(chan struct{})
 	var claimed int
 	go func() {
 		defer close(relayDone)
 		for {
+			finished := false
+			select {
+			case <-writersDone:
+				finished = true
+			default:
+			}
 			c, err := st.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 20, Lease: time.Minute})
 			if err != nil {
 				fail(fmt.Errorf("claim: %w", err))
 				return
 			}
 			if len(c.Records) == 0 {
+				if finished {
+					return
+				}
 				select {
 				case <-writersDone:
-					return
 				case <-time.After(5 * time.Millisecond):
 				}
 				continue
