@@ -151,9 +151,11 @@ type SteadyReport struct {
 	WithRelayTxPerSecond    float64 `json:"withRelayTxPerSecond"`
 	// SegmentTxPerSecond is each segment with the relay, and
 	// SegmentLossPercent how much slower it was than the mean of the two
-	// segments without it around it.
-	SegmentTxPerSecond []float64 `json:"segmentTxPerSecond"`
-	SegmentLossPercent []float64 `json:"segmentLossPercent"`
+	// segments without it around it; WithoutSegmentTxPerSecond is each
+	// segment without it, in order (one more).
+	SegmentTxPerSecond        []float64 `json:"segmentTxPerSecond"`
+	WithoutSegmentTxPerSecond []float64 `json:"withoutSegmentTxPerSecond"`
+	SegmentLossPercent        []float64 `json:"segmentLossPercent"`
 	// ThroughputLossPercent is the median of SegmentLossPercent: how much
 	// slower the writers were with the relay running (negative: faster).
 	ThroughputLossPercent float64 `json:"throughputLossPercent"`

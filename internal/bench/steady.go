@@ -116,6 +116,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 		rates = append(rates, next)
 		st.SegmentLossPercent = append(st.SegmentLossPercent, 100*(1-ratio(txs, (rates[i]+rates[i+1])/2)))
 	}
+	st.WithoutSegmentTxPerSecond = rates
 	st.WithRelayTxPerSecond = mean(st.SegmentTxPerSecond)
 	st.WithoutRelayTxPerSecond = mean(rates)
 	st.ThroughputLossPercent = median(st.SegmentLossPercent)

@@ -32,7 +32,7 @@ func WriteText(w io.Writer, rep Report) error {
 	p("kafka\t%s, topic %s", m.Kafka, st.Topic)
 	linger := human(st.LingerMs) + " ms"
 	if st.LingerMs > 0 && st.LingerAbove > 0 {
-		linger += " above " + human(st.LingerAbove) + " msg/s"
+		linger = "up to " + linger + ", growing from " + human(st.LingerAbove) + " msg/s"
 	}
 	store := "claim mode (claim and mark each message)"
 	if st.Cursor {
@@ -60,11 +60,11 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	if s := rep.Steady; s != nil {
 		p("STEADY STATE: %d writers at full speed, %d segments of %.1f s with a relay between %d without; 1 business row + 1 outbox message per tx", s.Writers, s.Segments, s.DurationSeconds/float64(max(s.Segments, 1)), s.Segments+1)
-		p("  writers without relay\t%s tx/s", human(s.WithoutRelayTxPerSecond))
+		p("  writers without relay\t%s tx/s\t%s", human(s.WithoutRelayTxPerSecond), segmentRates(s.WithoutSegmentTxPerSecond))
 		if s.WritersCPUMicrosPerTx > 0 {
 			p("    machine CPU\t%s µs per tx\tCPUs %.0f%% busy", human(s.WritersCPUMicrosPerTx), s.WritersCPUBusyPercent)
 		}
-		p("  writers with 1 relay\t%s tx/s\tloss %.1f%% (median of %s)", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent, percents(s.SegmentLossPercent))
+		p("  writers with 1 relay\t%s tx/s\tloss %.1f%% (median of %s), %s", human(s.WithRelayTxPerSecond), s.ThroughputLossPercent, percents(s.SegmentLossPercent), segmentRates(s.SegmentTxPerSecond))
 		if rep.RelayLeastLossPercent > 0 {
 			p("  least loss\t%.1f%%\ta relay as cheap per message as the 1-relay ceiling, writers bound by the CPU", rep.RelayLeastLossPercent)
 		}
@@ -165,6 +165,19 @@ func orDash(s string) string {
 }
 
 // percents lists values as "31%, 28%, ...".
+// segmentRates lists the steady phase's segment rates, in order: how much
+// the machine drifted during the phase.
+func segmentRates(xs []float64) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = human(x)
+	}
+	return "segments " + strings.Join(parts, ", ")
+}
+
 func percents(xs []float64) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
