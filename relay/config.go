@@ -54,26 +54,28 @@ type Config struct {
 	// Defaults to 50ms; negative registers after the first empty claim.
 	IdleAfter time.Duration
 	// Linger trades latency for database work under load: after publishing
-	// a batch smaller than BatchSize, a worker waits Linger before marking
-	// it and claiming the next (one round trip with a store.MarkClaimer), so
-	// that the next claim finds more messages. Messages enqueued meanwhile
-	// reach the broker up to Linger later, and every message's mark comes
-	// Linger later. On the bench's 2-core machine (docs/performance.md) a
-	// relay round trip cost the machine about 1.2ms of CPU and a business
-	// transaction 0.7ms, so a relay that claims a few messages at a time
-	// takes that CPU from the writers: 8 writers at full speed lost 21-29%
-	// of their throughput to a relay that claims again at once, and 8-20%
-	// to one that lingers 5ms above 1,200 messages/s (the default), which
-	// made 3 times fewer round trips. Defaults to 5ms (DefaultLinger);
+	// a batch smaller than BatchSize, a worker waits before marking it and
+	// claiming the next (one round trip with a store.MarkClaimer), so that
+	// the next claim finds more messages. Messages enqueued meanwhile reach
+	// the broker that much later, and every message's mark comes that much
+	// later. The wait grows with the load: nothing while the relay claims at
+	// most LingerAbove messages per second, then in proportion to the rate
+	// above it, up to Linger at twice LingerAbove and beyond (with the
+	// defaults: 5ms at 1,500/s, 10ms at 1,800/s, 20ms from 2,400/s). A
+	// relay that keeps up with writers at the database's limit thus claims
+	// tens of messages per round trip instead of a few, and one that is not
+	// pressed claims at once. On the bench's 2-core machine
+	// (docs/performance.md) 8 writers at full speed lost a median of 14.5%
+	// of their throughput to a relay in cursor mode that lingered 5ms and
+	// 7.8% to one that lingered 20ms (six runs each), for 8 ms more
+	// commit-to-ack at the median. Defaults to 20ms (DefaultLinger);
 	// negative turns lingering off.
 	Linger time.Duration
-	// LingerAbove restricts Linger to load: a worker lingers only while
-	// the relay claims at least this many messages per second (measured
-	// over the last 250ms), so that a relay that is not pressed claims at
-	// once and keeps its latency (at 1,000 events/s a message reaches the
-	// broker about 1ms after its commit), and one that keeps up with
-	// writers at their full rate claims less often. Defaults to 1,200
-	// (DefaultLingerAbove); negative lingers at any rate.
+	// LingerAbove is the claim rate (messages per second, measured over the
+	// last 250ms) above which a worker starts to linger; see Linger. At
+	// 1,000 events/s a relay with the default does not linger, and a
+	// message reaches the broker about 1ms after its commit. Defaults to
+	// 1,200 (DefaultLingerAbove); negative lingers Linger at any rate.
 	LingerAbove float64
 	// SlowPublish is how long a publish may wait for the broker's acks
 	// before the workers that rest claim beside it (see Workers): the
@@ -111,6 +113,20 @@ type Config struct {
 	Hooks Hooks
 }
 
+// lingerAt is how long a worker lingers while the relay claims perSecond
+// messages per second (see Linger).
+func (c Config) lingerAt(perSecond float64) time.Duration {
+	switch {
+	case c.Linger <= 0:
+		return 0
+	case c.LingerAbove < 0 || perSecond >= 2*c.LingerAbove:
+		return c.Linger
+	case perSecond <= c.LingerAbove:
+		return 0
+	}
+	return time.Duration(float64(c.Linger) * (perSecond - c.LingerAbove) / c.LingerAbove)
+}
+
 // Defaults of Config.
 const (
 	DefaultBatchSize             = 100
@@ -118,7 +134,7 @@ const (
 	DefaultLease                 = 30 * time.Second
 	DefaultPollInterval          = time.Second
 	DefaultIdleAfter             = 50 * time.Millisecond
-	DefaultLinger                = 5 * time.Millisecond
+	DefaultLinger                = 20 * time.Millisecond
 	DefaultLingerAbove           = 1200.0
 	DefaultSlowPublish           = 10 * time.Millisecond
 	DefaultMaxAttempts           = 10

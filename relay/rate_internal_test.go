@@ -31,3 +31,29 @@ func TestRateMeter_RateOfLastWindow(t *testing.T) {
 		t.Fatalf("rate after an idle second = %v, want 0", got)
 	}
 }
+
+// The linger grows with the claim rate: none up to LingerAbove, then in
+// proportion, Linger from twice LingerAbove on; Linger at any rate with a
+// negative LingerAbove, and never with a negative Linger.
+func TestLingerAt_GrowsWithTheRate(t *testing.T) {
+	def := Config{}.WithDefaults()
+	for _, c := range []struct {
+		cfg  Config
+		rate float64
+		want time.Duration
+	}{
+		{def, 0, 0},
+		{def, 1000, 0},
+		{def, 1200, 0},
+		{def, 1500, 5 * time.Millisecond},
+		{def, 1800, 10 * time.Millisecond},
+		{def, 2400, 20 * time.Millisecond},
+		{def, 50000, 20 * time.Millisecond},
+		{Config{Linger: 8 * time.Millisecond, LingerAbove: -1}, 0, 8 * time.Millisecond},
+		{Config{Linger: -1, LingerAbove: 1200}, 5000, 0},
+	} {
+		if got := c.cfg.lingerAt(c.rate); got != c.want {
+			t.Errorf("Linger %v, LingerAbove %v, rate %v: lingerAt = %v, want %v", c.cfg.Linger, c.cfg.LingerAbove, c.rate, got, c.want)
+		}
+	}
+}

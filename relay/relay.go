@@ -576,10 +576,13 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 			err  error
 			done bool
 		)
-		linger := claimNext && r.cfg.Linger > 0 && len(recs) < r.cfg.BatchSize && r.rate.perSecond(time.Now()) >= r.cfg.LingerAbove
+		var linger time.Duration
+		if claimNext && len(recs) < r.cfg.BatchSize {
+			linger = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
+		}
 		inMemory := r.marksInMemory()
-		if linger && !inMemory {
-			r.sleep(r.cfg.Linger) // on stop, mark at once
+		if linger > 0 && !inMemory {
+			r.sleep(linger) // on stop, mark at once
 		}
 		if mc, ok := r.cfg.Store.(store.MarkClaimer); ok && claimNext && len(failures) == 0 && len(released) == 0 &&
 			!r.isStopping() && r.backoff.remaining() <= 0 && !inMemory {
@@ -614,10 +617,10 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 				}
 			}
 		}
-		if linger && inMemory {
+		if linger > 0 && inMemory {
 			// The mark was in memory: linger before the next claim, not
 			// before this batch's acknowledgement.
-			r.sleep(r.cfg.Linger)
+			r.sleep(linger)
 		}
 	}
 	if len(failures) > 0 {
