@@ -365,6 +365,27 @@ func TestSlope_OfALine_IsItsGradient(t *testing.T) {
 	}
 }
 
+// A backlog that stays level except for one peak at the end does not
+// grow; one that rises by 30 messages/s under noise of +-20 does. (A
+// least-squares line gives the first 35 messages/s.)
+func TestSlope_OnePeakIsNotATrend(t *testing.T) {
+	t.Parallel()
+	level := []float64{30, 25, 35, 28, 32, 27, 33, 30, 160}
+	var flat, rising []sample
+	for i, v := range level {
+		at := time.Duration(i) * 250 * time.Millisecond
+		flat = append(flat, sample{at, v})
+		noise := float64((i*7)%5-2) * 10
+		rising = append(rising, sample{at, 30 + 30*at.Seconds() + noise})
+	}
+	if got := slope(flat); got < -5 || got > 5 {
+		t.Errorf("slope of a level backlog with one peak = %v msg/s, want about 0", got)
+	}
+	if got := slope(rising); got < 20 || got > 40 {
+		t.Errorf("slope of a backlog rising 30 msg/s = %v, want about 30", got)
+	}
+}
+
 func TestHuman_GroupsThousands(t *testing.T) {
 	t.Parallel()
 	for v, want := range map[float64]string{1234567: "1,234,567", 950: "950", -4200: "-4,200", 3.14159: "3.14", 0.25: "0.250", 42: "42.0"} {

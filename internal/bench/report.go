@@ -166,8 +166,9 @@ type SteadyReport struct {
 	BacklogEnd   int64 `json:"backlogEnd"`
 	BacklogMax   int64 `json:"backlogMax"`
 	// BacklogTrendPerSecond is the mean over the segments with the relay of
-	// the slope of a least-squares line through the backlog sampled every
-	// 250ms (from the segment's second sample on).
+	// the Theil-Sen slope (the median of the slopes between every two
+	// samples) of the backlog sampled every 250ms (from the segment's
+	// second sample on).
 	BacklogTrendPerSecond float64 `json:"backlogTrendPerSecond"`
 	// BacklogGrows is true when the trend exceeds 1% of the write rate.
 	BacklogGrows bool `json:"backlogGrows"`
