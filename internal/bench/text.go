@@ -164,7 +164,6 @@ func orDash(s string) string {
 	return s
 }
 
-// percents lists values as "31%, 28%, ...".
 // segmentRates lists the steady phase's segment rates, in order: how much
 // the machine drifted during the phase.
 func segmentRates(xs []float64) string {
@@ -178,6 +177,7 @@ func segmentRates(xs []float64) string {
 	return "segments " + strings.Join(parts, ", ")
 }
 
+// percents lists values as "31%, 28%, ...".
 func percents(xs []float64) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
