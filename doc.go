@@ -85,7 +85,8 @@
 // A stored message has one [Status]:
 //
 //   - PENDING: enqueued, waiting for its first publish.
-//   - IN_FLIGHT: claimed by a relay under a lease. The broker's ack moves it
+//   - IN_FLIGHT: claimed by a relay under a lease (package pgstore stores it
+//     as PENDING or FAILED with a lease token). The broker's ack moves it
 //     to SENT; a failed publish to FAILED or DEAD_LETTER; a relay shutting
 //     down gives it back (PENDING, or FAILED if it had failed before); a
 //     lease that expires lets another relay claim it again.

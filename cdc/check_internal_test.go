@@ -3,23 +3,24 @@ package cdc
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 type nopSink struct{ sink.Sink }
 
-// The stream can deliver a commit before the transaction is visible. The
-// batch check must then say "absent, transaction not visible" (read again),
-// never "absent" alone (which means handled, and would skip the message),
-// judged in the same snapshot as the row.
-func TestCheck_RowOfInvisibleTransactionIsReadAgainNotSkipped(t *testing.T) {
-	t.Parallel()
+// checkFixture returns a migrated outbox in a schema of its own, its store,
+// and a relay on it that was not started, ready for checkOnce.
+func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
+	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
 	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
@@ -37,6 +38,17 @@ func TestCheck_RowOfInvisibleTransactionIsReadAgainNotSkipped(t *testing.T) {
 	if err := r.setupTables(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return pool, st, r
+}
+
+// The stream can deliver a commit before the transaction is visible. The
+// batch check must then say "absent, transaction not visible" (read again),
+// never "absent" alone (which means handled, and would skip the message),
+// judged in the same snapshot as the row.
+func TestCheck_RowOfInvisibleTransactionIsReadAgainNotSkipped(t *testing.T) {
+	t.Parallel()
+	pool, st, r := checkFixture(t)
+	ctx := context.Background()
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -79,5 +91,44 @@ func TestCheck_RowOfInvisibleTransactionIsReadAgainNotSkipped(t *testing.T) {
 	}
 	if v := got[seq+1000]; v.status != "" || !v.visible {
 		t.Fatalf("deleted row: verdict %+v; want absent and visible", v)
+	}
+}
+
+// A message a polling relay holds (during a switch both run) is left to it:
+// the check reports it IN_FLIGHT, though a claim leaves its row PENDING,
+// and the later messages of its aggregate as blocked, so the stream sends
+// neither and the aggregate goes to the table path.
+func TestCheck_MessageAPollingRelayHoldsIsLeftToIt(t *testing.T) {
+	t.Parallel()
+	pool, st, r := checkFixture(t)
+	ctx := context.Background()
+	var evs []event
+	for range 2 {
+		m := outbox.Message{AggregateType: "Order", AggregateID: "o-1", EventType: "E", Payload: []byte(`{}`)}
+		var seq, xid int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := st.Enqueue(ctx, tx, m); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `SELECT max(seq), pg_current_xact_id()::text::bigint % 4294967296 FROM outbox_messages`).Scan(&seq, &xid)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, event{rec: outbox.Record{Seq: seq, Message: m}, isRec: true, xid: uint32(xid)})
+	}
+	c, err := st.Claim(ctx, store.ClaimParams{Owner: "polling", Limit: 10, Lease: time.Minute})
+	if err != nil || len(c.Records) != 1 || c.Records[0].Seq != evs[0].rec.Seq {
+		t.Fatalf("polling claim: %+v, %v; want the first message", c.Records, err)
+	}
+	got := map[int64]verdict{}
+	if err := r.checkOnce(evs, got); err != nil {
+		t.Fatal(err)
+	}
+	if v := got[evs[0].rec.Seq]; v.status != string(outbox.StatusInFlight) {
+		t.Errorf("held message: verdict %+v; want IN_FLIGHT", v)
+	}
+	if v := got[evs[1].rec.Seq]; v.status != string(outbox.StatusPending) || !v.blocked {
+		t.Errorf("the message behind it: verdict %+v; want PENDING and blocked", v)
 	}
 }

@@ -2,7 +2,9 @@
 -- A message is published from the stream only if its row is still PENDING,
 -- its aggregate is not deferred, and no earlier message of its aggregate is
 -- FAILED, IN_FLIGHT or DEAD_LETTER (the polling relay's ordering rule; the
--- probe uses outbox_messages_unsent_by_aggregate). Every other message with
+-- probe uses outbox_messages_unsent_by_aggregate). A PENDING or FAILED row
+-- with a lease token is IN_FLIGHT: a claim (pgstore's claim.sql, the table
+-- path's table_claim.sql) leases a row without changing its status. Every other message with
 -- an unsent row goes to the table path: its aggregate is deferred in the
 -- same statement. A row that is SENT or absent was handled already (a
 -- re-delivery after a restart, or a cleanup): skipped.
@@ -30,7 +32,9 @@ v AS (
     -- planned as a hash join over the whole table, whose cost grows with
     -- the SENT rows kept.
     SELECT b.seq, b.aggregate_type, b.aggregate_id,
-           (SELECT m.status FROM {{schema}}.outbox_messages m WHERE m.seq = b.seq) AS status,
+           (SELECT CASE WHEN m.status IN ('PENDING', 'FAILED') AND m.lease_token IS NOT NULL
+                        THEN 'IN_FLIGHT' ELSE m.status END
+            FROM {{schema}}.outbox_messages m WHERE m.seq = b.seq) AS status,
            pg_visible_in_snapshot(
                (s.xmax - (CASE WHEN x.diff = 0 THEN 4294967296 ELSE x.diff END))::text::xid8,
                s.snap) AS visible,
@@ -41,7 +45,8 @@ v AS (
                    WHERE e.aggregate_type = b.aggregate_type
                      AND e.aggregate_id = b.aggregate_id
                      AND e.seq < b.seq
-                     AND e.status IN ('FAILED', 'IN_FLIGHT', 'DEAD_LETTER')) AS blocked
+                     AND (e.status IN ('FAILED', 'IN_FLIGHT', 'DEAD_LETTER')
+                          OR (e.status = 'PENDING' AND e.lease_token IS NOT NULL))) AS blocked
     FROM s, b
     CROSS JOIN LATERAL (SELECT ((s.xmax - b.xid) % 4294967296 + 4294967296) % 4294967296 AS diff) x
 ),

@@ -8,8 +8,8 @@
 -- next attempt scheduled, or DEAD_LETTER. Acknowledged messages are marked
 -- SENT (record_mark.sql fills in the "sent" statement) or deleted
 -- (record_delete.sql, Cleanup "delete").
--- Only rows still PENDING change: a row another relay holds or sent keeps
--- its state. Rows are found by primary key; the seqs of failures and of
+-- Only rows still PENDING and not leased change: a row another relay holds
+-- (a lease token, see check.sql) or sent keeps its state. Rows are found by primary key; the seqs of failures and of
 -- acknowledged messages are disjoint.
 --
 -- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter;
@@ -24,6 +24,7 @@ WITH failed AS (
     FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f (seq, error, delay_ms, dead)
     WHERE m.seq = f.seq
       AND m.status = 'PENDING'
+      AND m.lease_token IS NULL
     RETURNING 1
 ),
 deferred AS (

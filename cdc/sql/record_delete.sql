@@ -2,4 +2,5 @@
     DELETE FROM {{schema}}.outbox_messages
     WHERE seq = ANY ($8::bigint[])
       AND status = 'PENDING'
+      AND lease_token IS NULL
     RETURNING 1

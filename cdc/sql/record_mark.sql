@@ -5,4 +5,5 @@
         last_error = ''
     WHERE seq = ANY ($8::bigint[])
       AND status = 'PENDING'
+      AND lease_token IS NULL
     RETURNING 1

@@ -35,8 +35,9 @@ due AS (
     LIMIT $1
     FOR UPDATE OF m SKIP LOCKED
 )
+-- Leases like claim.sql: status stays, next_attempt_at is the lease's end.
 UPDATE {{schema}}.outbox_messages m
-SET status = 'IN_FLIGHT',
+SET next_attempt_at = now() + $4::bigint * interval '1 millisecond',
     lease_owner = $2,
     lease_token = $3,
     lease_expires_at = now() + $4::bigint * interval '1 millisecond'
@@ -44,5 +45,5 @@ FROM due
 WHERE m.seq = due.seq
 RETURNING m.seq, m.id, m.aggregate_type, m.aggregate_id, m.event_type, m.event_version,
           m.topic, m.payload, m.content_type, m.headers, m.correlation_id, m.causation_id,
-          m.traceparent, m.created_at, m.status, m.attempts, m.next_attempt_at, m.last_error,
+          m.traceparent, m.created_at, 'IN_FLIGHT', m.attempts, m.next_attempt_at, m.last_error,
           m.lease_owner, m.lease_expires_at, m.published_at

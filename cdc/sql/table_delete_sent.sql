@@ -3,4 +3,4 @@
 DELETE FROM {{schema}}.outbox_messages
 WHERE seq = ANY ($1::bigint[])
   AND lease_token = $2
-  AND status = 'IN_FLIGHT'
+  AND status IN ('PENDING', 'FAILED', 'IN_FLIGHT')

@@ -128,6 +128,71 @@ func BenchmarkMarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkRelayCycle is the relay's work for messages that were just
+// committed, as in the steady phase (writers at full speed, a relay that
+// keeps up): enqueue a few messages (not timed), claim them, mark them SENT.
+// Besides the time it reports what each message costs PostgreSQL beyond the
+// enqueue: WAL bytes (all WAL written during the claim and the mark, so run
+// it on an otherwise idle server) and the share of the relay's row updates
+// that PostgreSQL made in place (HOT, no index entries).
+//
+//	go test ./internal/bench -run '^$' -bench RelayCycle -benchtime 2000x
+func BenchmarkRelayCycle(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) { benchRelayCycle(b, n) })
+	}
+}
+
+// benchRelayCycle is BenchmarkRelayCycle with perCycle messages per claim.
+func benchRelayCycle(b *testing.B, perCycle int) {
+	st, load := benchStore(b)
+	pool := pgtest.Pool(b, st.Schema())
+	ctx := context.Background()
+	p := store.ClaimParams{Owner: "bench", Limit: relay.DefaultBatchSize, Lease: time.Minute}
+	seqs := make([]int64, 0, perCycle)
+	var wal, updates, hot float64
+	lsn := func() (l float64) {
+		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").Scan(&l); err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	for range b.N {
+		b.StopTimer()
+		load(perCycle)
+		before := lsn()
+		b.StartTimer()
+		c, err := st.Claim(ctx, p)
+		if err != nil || len(c.Records) != perCycle {
+			b.Fatalf("claim: %d records, %v; want %d", len(c.Records), err, perCycle)
+		}
+		seqs = seqs[:0]
+		for _, rec := range c.Records {
+			seqs = append(seqs, rec.Seq)
+		}
+		if _, err := st.MarkSent(ctx, c.Token, seqs); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		wal += lsn() - before
+		b.StartTimer()
+	}
+	b.StopTimer()
+	// The statistics of other backends arrive within a second or so.
+	deadline := time.Now().Add(15 * time.Second)
+	for updates < float64(2*b.N*perCycle) && time.Now().Before(deadline) {
+		if err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE relid = $1::regclass`, st.Schema()+".outbox_messages").Scan(&updates, &hot); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	msgs := float64(b.N * perCycle)
+	b.ReportMetric(wal/msgs, "WAL-B/msg")
+	b.ReportMetric(hot/updates*100, "%HOT")
+	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+}
+
 // BenchmarkEnqueue is the application's side: one transaction that
 // enqueues 1 or 100 messages and commits.
 func BenchmarkEnqueue(b *testing.B) {

@@ -71,10 +71,12 @@ FROM `+h.table(h.schemas.outbox, "outbox_messages")+` m ORDER BY seq`, []byte(re
 }
 
 // statusOf is the SQL of the status of outbox_messages row m as the store
-// reports it (get.sql): a QUEUED message of cursor mode is SENT once the
-// cursor's saved position passed it, PENDING before.
+// reports it (get.sql): a leased PENDING or FAILED message is IN_FLIGHT; a
+// QUEUED message of cursor mode is SENT once the cursor's saved position
+// passed it, PENDING before.
 func (h *harness) statusOf(m string) string {
-	return fmt.Sprintf(`CASE WHEN %[1]s.status <> 'QUEUED' THEN %[1]s.status
+	return fmt.Sprintf(`CASE WHEN %[1]s.status IN ('PENDING', 'FAILED') AND %[1]s.lease_token IS NOT NULL THEN 'IN_FLIGHT'
+  WHEN %[1]s.status <> 'QUEUED' THEN %[1]s.status
   WHEN %[1]s.seq <= (SELECT c.position FROM %[2]s c) THEN 'SENT' ELSE 'PENDING' END`, m, h.table(h.schemas.outbox, "outbox_cursor"))
 }
 

@@ -225,7 +225,7 @@ func TestOrderSystem_ThousandOrdersKilledRelayEveryEventTwice_ExactlyOneInvoiceA
 	go func() { defer close(second); parallel(orders/2, orders, workers, place) }()
 	s.waitUntil("100 more orders placed", 60*time.Second, func() bool { return placed.Load() >= orders/2+100 })
 	relay1.kill() // SIGKILL while orders flow: its leased messages wait for the lease to expire
-	inFlight := s.count("SELECT count(*) FROM " + s.table(s.outbox, "outbox_messages") + " WHERE status = 'IN_FLIGHT'")
+	inFlight := s.count("SELECT count(*) FROM " + s.table(s.outbox, "outbox_messages") + " WHERE lease_token IS NOT NULL AND status IN ('PENDING', 'FAILED', 'IN_FLIGHT')")
 	s.waitUntil("300 more orders placed", 60*time.Second, func() bool { return placed.Load() >= orders/2+300 })
 	relay2 := s.startRelay()
 	<-second

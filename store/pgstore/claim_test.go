@@ -28,10 +28,14 @@ func (b *bundle) claim(t *testing.T, limit int, lease time.Duration) store.Claim
 	return c
 }
 
-// expireLeases makes every current lease expired, as if time had passed.
+// expireLeases makes every current lease expired, as if time had passed. A
+// leased row is due again at next_attempt_at, which the claim sets to the
+// lease's end.
 func (b *bundle) expireLeases(t *testing.T) {
 	t.Helper()
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET lease_expires_at = now() - interval '1 second' WHERE status = 'IN_FLIGHT'")
+	b.exec(t, `UPDATE {{schema}}.outbox_messages
+		SET lease_expires_at = now() - interval '1 second', next_attempt_at = now() - interval '1 second'
+		WHERE lease_token IS NOT NULL AND status IN ('PENDING', 'FAILED', 'IN_FLIGHT')`)
 }
 
 func assertSeqs(t *testing.T, what string, got []outbox.Record, want ...int64) {

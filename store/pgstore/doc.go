@@ -99,6 +99,15 @@
 // it is IN_FLIGHT under that token, so a relay whose lease expired and was
 // taken over changes nothing.
 //
+// The lease is the columns lease_owner, lease_token and lease_expires_at,
+// and next_attempt_at, which the claim moves to the lease's end; the status
+// column stays PENDING (or FAILED). No index covers those columns or names
+// them in its predicate, so PostgreSQL updates the row in place (HOT) where
+// its page has room: a claim writes no index entries. Every reader of the
+// store reports a PENDING or FAILED row with a lease token as IN_FLIGHT.
+// Rows stored IN_FLIGHT by earlier versions are due when their lease ends
+// and fenced by their token, as before.
+//
 // Order within an aggregate is seq order. seq is assigned when a row is
 // inserted, not when it commits, so two transactions that write the same
 // aggregate at the same time should be serialised by the application, as

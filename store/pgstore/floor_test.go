@@ -436,7 +436,7 @@ func TestClaim_NoSentMessageNoSeed(t *testing.T) {
 	if !seeded {
 		t.Fatal("the first Store did not record its (empty) seeding")
 	}
-	if _, err := f.store.pool.Exec(f.ctx, f.store.render("UPDATE {{schema}}.outbox_messages SET status = 'PENDING', published_at = NULL")); err != nil {
+	if _, err := f.store.pool.Exec(f.ctx, f.store.render("UPDATE {{schema}}.outbox_messages SET status = 'PENDING', published_at = NULL, next_attempt_at = now()")); err != nil {
 		t.Fatal(err)
 	}
 	s.seedFloor(f.ctx)

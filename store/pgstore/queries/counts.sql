@@ -2,8 +2,9 @@
 -- covers SENT rows), so it costs as much as the table is large; it is meant
 -- for operators' status checks, not for a hot path. QUEUED messages (cursor
 -- mode) count as SENT or PENDING by the cursor's saved position, as in
--- get.sql.
-SELECT CASE WHEN m.status <> 'QUEUED' THEN m.status
+-- get.sql, and leased PENDING and FAILED ones as IN_FLIGHT.
+SELECT CASE WHEN m.status IN ('PENDING', 'FAILED') AND m.lease_token IS NOT NULL THEN 'IN_FLIGHT'
+            WHEN m.status <> 'QUEUED' THEN m.status
             WHEN m.seq <= (SELECT c.position FROM {{schema}}.outbox_cursor c) THEN 'SENT'
             ELSE 'PENDING' END,
        count(*)

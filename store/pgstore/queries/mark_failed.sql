@@ -1,7 +1,7 @@
 -- Store.MarkFailed: one statement and one round trip for all failures,
 -- zipped by unnest. Finds rows by primary key (seq). A claimed message is
--- fenced like mark_sent.sql: it changes only while IN_FLIGHT under the
--- caller's lease token. In cursor mode (cursor.go) a failed QUEUED message
+-- fenced like mark_sent.sql: it changes only while leased (IN_FLIGHT) under
+-- the caller's lease token. In cursor mode (cursor.go) a failed QUEUED message
 -- enters the table path the same way, while the cursor's lease is the
 -- leader's ($7; cursor_save.sql, earlier in the same transaction, holds the
 -- cursor row). The second CTE records each counted attempt (and each move
@@ -24,7 +24,7 @@ WITH failed AS (
     FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bool[], $6::bool[], $7::bool[])
         AS f (seq, error, delay_ms, count_attempt, dead, queued)
     WHERE m.seq = f.seq
-      AND (   (NOT f.queued AND m.status = 'IN_FLIGHT' AND m.lease_token = $1)
+      AND (   (NOT f.queued AND m.status IN ('PENDING', 'FAILED', 'IN_FLIGHT') AND m.lease_token = $1)
            OR (f.queued AND m.status = 'QUEUED'
                AND EXISTS (SELECT 1 FROM {{schema}}.outbox_cursor c WHERE c.lease_token = $8::uuid)))
     RETURNING m.seq, m.id, m.attempts, f.error, f.count_attempt, f.dead
