@@ -4,9 +4,9 @@
 -- FAILED, IN_FLIGHT or DEAD_LETTER (the polling relay's ordering rule; the
 -- probe uses outbox_messages_unsent_by_aggregate). A PENDING or FAILED row
 -- with a lease token is IN_FLIGHT: a claim (pgstore's claim.sql, the table
--- path's table_claim.sql) leases a row without changing its status. Every other message with
--- an unsent row goes to the table path: its aggregate is deferred in the
--- same statement. A row that is SENT or absent was handled already (a
+-- path's table_claim.sql) leases a row without changing its status. Every
+-- other message with an unsent row goes to the table path: its aggregate is
+-- deferred in the same statement. A row that is SENT or absent was handled already (a
 -- re-delivery after a restart, or a cleanup): skipped.
 --
 -- But the stream can deliver a commit a moment before the transaction

@@ -9,8 +9,9 @@
 -- SENT (record_mark.sql fills in the "sent" statement) or deleted
 -- (record_delete.sql, Cleanup "delete").
 -- Only rows still PENDING and not leased change: a row another relay holds
--- (a lease token, see check.sql) or sent keeps its state. Rows are found by primary key; the seqs of failures and of
--- acknowledged messages are disjoint.
+-- (a lease token, see check.sql) or sent keeps its state. Rows are found by
+-- primary key; the seqs of failures and of acknowledged messages are
+-- disjoint.
 --
 -- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter;
 -- $5 deferred aggregate types, $6 aggregate ids, $7 reasons; $8 acknowledged
