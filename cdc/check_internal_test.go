@@ -2,9 +2,11 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -130,5 +132,51 @@ func TestCheck_MessageAPollingRelayHoldsIsLeftToIt(t *testing.T) {
 	}
 	if v := got[evs[1].rec.Seq]; v.status != string(outbox.StatusPending) || !v.blocked {
 		t.Errorf("the message behind it: verdict %+v; want PENDING and blocked", v)
+	}
+}
+
+// A message a polling relay claims between the check and the record (the
+// stream published it too: a duplicate, at-least-once) keeps its lease:
+// the record neither marks it SENT nor fails it, so the polling relay's
+// own mark or failure under its token decides, and its fence still holds.
+func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
+	t.Parallel()
+	pool, st, r := checkFixture(t)
+	ctx := context.Background()
+	var recs []outbox.Record
+	for _, agg := range []string{"held-sent", "held-failed", "free"} {
+		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Get(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	c, err := st.Claim(ctx, store.ClaimParams{Owner: "polling", Limit: 2, Lease: time.Minute})
+	if err != nil || len(c.Records) != 2 {
+		t.Fatalf("polling claim: %d records, %v; want the first two", len(c.Records), err)
+	}
+	out := &outcome{
+		sent:      []outbox.Record{recs[0], recs[2]},
+		failed:    []failure{{rec: recs[1], err: errors.New("boom"), delay: time.Second}},
+		deferAggs: map[aggregate]string{},
+	}
+	if err := r.record(out); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []outbox.Status{outbox.StatusInFlight, outbox.StatusInFlight, outbox.StatusSent} {
+		got, err := st.Get(ctx, recs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != want || got.Attempts != 0 {
+			t.Errorf("%s after the record: %s with %d attempts; want %s, no attempt", recs[i].AggregateID, got.Status, got.Attempts, want)
+		}
+	}
+	if n, err := st.MarkSent(ctx, c.Token, []int64{recs[0].Seq, recs[1].Seq}); err != nil || n != 2 {
+		t.Errorf("the polling relay's mark under its token: %d, %v; want 2", n, err)
 	}
 }
