@@ -212,9 +212,6 @@ func NewTable(reg prometheus.Registerer, fn SnapshotFunc, timeout time.Duration)
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Name: "scrape_errors_total",
 			Help: "Failed reads of the outbox table's state."}),
 	}
-	if err := reg.Register(c.errors); err != nil {
-		return err
-	}
 	return reg.Register(c)
 }
 
@@ -225,12 +222,17 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range c.cursor {
 		ch <- g.desc
 	}
+	c.errors.Describe(ch)
 }
 
 func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	s, err := c.fn(ctx)
+	// The counter goes out from here, after the read, so that the scrape
+	// whose read failed already counts it. Registered on its own, the
+	// registry could collect it before this read, concurrently.
+	defer c.errors.Collect(ch)
 	if err != nil {
 		c.errors.Inc()
 		return // no stale values: the gauges are absent for this scrape
