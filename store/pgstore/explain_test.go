@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -95,7 +96,7 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan := explain(t, tx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.store.ClaimFloorSQL(), int64(100))
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.store.ClaimFloorSQL(), int64(100), int64(math.MaxInt64))
 	if strings.Contains(plan, "Materialize") || !strings.Contains(plan, "SubPlan") {
 		t.Errorf("the dead-letter check is not a probe per candidate:\n%s", plan)
 	}

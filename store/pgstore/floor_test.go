@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -578,5 +579,119 @@ func TestClaim_IdleClaimsLookBelowTheFloorInTheirOwnRoundTrip(t *testing.T) {
 			t.Fatal("a late commit below the floor of an idle store was not claimed within 20 s")
 		}
 		time.Sleep(interval / 5)
+	}
+}
+
+// A Store's first probe walks below the seeded floor in pieces, each a
+// statement of its own, so that a relay started beside millions of dead
+// index entries (a mass mark, unvacuumed) does not walk them in one
+// statement for a second or more beside its claims; it still finds the
+// message below the seed. Later probes are one statement again.
+func TestClaim_FirstProbeSweepsInPiecesAndFindsWhatIsBelowTheSeed(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, time.Hour) // no second probe by itself
+	var below outbox.Message
+	for i := range 40 {
+		m := f.message(fmt.Sprintf("agg-%d", i))
+		if i == 29 {
+			below = m
+		}
+		if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, held []int64
+	for _, r := range c.Records {
+		if r.ID == below.ID {
+			held = append(held, r.Seq)
+		} else {
+			sent = append(sent, r.Seq)
+		}
+	}
+	if len(c.Records) != 40 || len(held) != 1 {
+		t.Fatalf("claimed %d messages (the one to hold back among them: %v); want 40", len(c.Records), held)
+	}
+	if _, err := f.store.MarkSent(f.ctx, c.Token, sent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Release(f.ctx, c.Token, held); err != nil {
+		t.Fatal(err)
+	}
+
+	// A relay restarts: a new Store, whose sweep starts with pieces of 4 seqs.
+	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type piece struct{ from, to, floor int64 }
+	var mu sync.Mutex
+	var pieces []piece
+	s.sweepPiece = 4
+	s.onProbePiece = func(from, to int64) {
+		s.floor.mu.Lock()
+		floor := s.floor.seq
+		s.floor.mu.Unlock()
+		mu.Lock()
+		pieces = append(pieces, piece{from, to, floor})
+		mu.Unlock()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := s.Claim(f.ctx, f.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Records) == 1 && c.Records[0].ID == below.ID {
+			break
+		}
+		if len(c.Records) != 0 {
+			t.Fatalf("claimed %v; want only the message below the seed", ids(c.Records))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message below the seeded floor was not claimed within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	mu.Lock()
+	got := slices.Clone(pieces)
+	mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("the first probe ran %d statement(s) %v; want the walk below the floor in pieces", len(got), got)
+	}
+	for i, p := range got {
+		switch {
+		case i == 0 && p.from != 0:
+			t.Errorf("the sweep began at seq %d; want 0", p.from)
+		case i > 0 && p.from != got[i-1].to:
+			t.Errorf("piece %d begins at %d, the one before ended at %d: %v", i, p.from, got[i-1].to, got)
+		case i < len(got)-1 && (p.to == noEnd || p.to >= p.floor):
+			t.Errorf("piece %d of %d ends at %d, floor %d; want only the last to reach the floor: %v", i, len(got), p.to, p.floor, got)
+		}
+	}
+	if last := got[len(got)-1]; last.to != noEnd && last.to <= held[0] {
+		t.Errorf("the sweep ended with %v, below the message at %d", last, held[0])
+	}
+
+	// Swept: the next probe is one statement from seq 0.
+	s.floor.mu.Lock()
+	swept, floor := s.floor.swept, s.floor.seq
+	s.floor.probing = true
+	s.floor.mu.Unlock()
+	if !swept {
+		t.Fatal("the Store does not know that its first probe ended")
+	}
+	mu.Lock()
+	pieces = nil
+	mu.Unlock()
+	s.probeBelowFloor(claimScan{from: floor, at: time.Now(), interval: time.Hour})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pieces) != 1 || pieces[0].from != 0 || pieces[0].to != noEnd {
+		t.Errorf("a later probe ran %v; want one statement from seq 0 without end", pieces)
 	}
 }

@@ -128,6 +128,11 @@ type Store struct {
 	channel string // the NOTIFY channel, "outbox_" + schema
 	q       queries
 	floor   claimFloor // where claims start their scan (queue.go)
+	// sweepPiece is the sweep's first span of seqs (queue.go); 0 means
+	// sweepPiece, tests set less. onProbePiece, if set, sees every
+	// statement of a probe below the floor before it is sent (tests).
+	sweepPiece   int64
+	onProbePiece func(from, to int64)
 	// rotation is where claims start their scan by aggregate (queue.go).
 	rotation claimRotation
 	cursor   cursorState // cursor mode (cursor.go)

@@ -14,11 +14,13 @@
 -- floor pass this value only a FullClaimInterval later, so that only a
 -- transaction that takes longer than that to commit lands below the floor.
 --
--- $1 where the scan starts.
+-- $1 where the scan starts, $2 where it ends (exclusive): the largest bigint
+-- but for the pieces of a Store's first probe (the sweep, see queue.go).
 SELECT (SELECT m.seq
         FROM {{schema}}.outbox_messages m
         WHERE m.status IN ('PENDING', 'FAILED', 'IN_FLIGHT')
           AND m.seq >= $1
+          AND m.seq < $2
           AND (   (m.status IN ('PENDING', 'FAILED') AND m.next_attempt_at <= now())
                OR (m.status = 'IN_FLIGHT' AND m.lease_expires_at <= now()))
           AND NOT EXISTS (
