@@ -79,6 +79,29 @@ func (f *floorFixture) claimAndMark() []uuid.UUID {
 	return ids
 }
 
+// claimOnlyBelowTheSeed claims with s until it claims the message id, alone,
+// failing if a claim takes anything else or 30 s pass.
+func (f *floorFixture) claimOnlyBelowTheSeed(s *Store, id uuid.UUID) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := s.Claim(f.ctx, f.p)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(c.Records) == 1 && c.Records[0].ID == id {
+			return
+		}
+		if len(c.Records) != 0 {
+			f.t.Fatalf("claimed %v; want only the message below the seed", ids(c.Records))
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatal("the message below the seeded floor was not claimed within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // runUntilFloorPasses keeps enqueueing, claiming and marking until the
 // claim floor is above seq, so that the claims that follow start their scan
 // above it.
@@ -399,23 +422,7 @@ func TestClaim_NewStoreSeedsFloorAndStillClaimsBelowIt(t *testing.T) {
 
 	// The first claims start at the seed; the probe they start finds the
 	// message below it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := s.Claim(f.ctx, f.p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(c.Records) == 1 && c.Records[0].ID == below.ID {
-			break
-		}
-		if len(c.Records) != 0 {
-			t.Fatalf("claimed %v; want only the message below the seed", ids(c.Records))
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the message below the seeded floor was not claimed within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.claimOnlyBelowTheSeed(s, below.ID)
 }
 
 // Without a SENT message there is nothing to seed from: claims scan from
@@ -639,23 +646,7 @@ func TestClaim_FirstProbeSweepsInPiecesAndFindsWhatIsBelowTheSeed(t *testing.T) 
 		pieces = append(pieces, piece{from, to, floor})
 		mu.Unlock()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := s.Claim(f.ctx, f.p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(c.Records) == 1 && c.Records[0].ID == below.ID {
-			break
-		}
-		if len(c.Records) != 0 {
-			t.Fatalf("claimed %v; want only the message below the seed", ids(c.Records))
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the message below the seeded floor was not claimed within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.claimOnlyBelowTheSeed(s, below.ID)
 
 	mu.Lock()
 	got := slices.Clone(pieces)
