@@ -502,7 +502,7 @@ func (s *Store) probePiece(from, to int64, low, top **int64) error {
 // statement of its own, with a rest after each (see claimFloor). It ends at
 // the first piece that finds a due message, or with a piece without end
 // once it reaches the floor, which looks at and above the floor as the
-// whole probe does. sc.below is the floor that last piece began at.
+// whole probe does. sc.below is the floor when the last piece began.
 func (s *Store) sweep(sc *claimScan) error {
 	span := s.sweepPiece
 	if span <= 0 {
@@ -512,10 +512,13 @@ func (s *Store) sweep(sc *claimScan) error {
 		s.floor.mu.Lock()
 		floor := s.floor.seq
 		s.floor.mu.Unlock()
+		// What a piece finds lies below the floor it compares with (a
+		// bounded piece ends below it), so end drops the floor to it.
 		to := from + span
 		if to >= floor || to < from {
-			to, sc.below = noEnd, floor
+			to = noEnd
 		}
+		sc.below = floor
 		var low, top *int64
 		start := time.Now()
 		if err := s.probePiece(from, to, &low, &top); err != nil {
