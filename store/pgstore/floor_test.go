@@ -79,6 +79,45 @@ func (f *floorFixture) claimAndMark() []uuid.UUID {
 	return ids
 }
 
+// sentAroundOne commits n messages of aggregates of their own and marks
+// all SENT but the one at index keep, which stays due: a message below the
+// seed of the next Store. It returns that message and its seq.
+func (f *floorFixture) sentAroundOne(n, keep int) (outbox.Message, int64) {
+	f.t.Helper()
+	var below outbox.Message
+	for i := range n {
+		m := f.message(fmt.Sprintf("agg-%d", i))
+		if i == keep {
+			below = m
+		}
+		if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, m) }); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	c, err := f.store.Claim(f.ctx, f.p)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var sent, held []int64
+	for _, r := range c.Records {
+		if r.ID == below.ID {
+			held = append(held, r.Seq)
+		} else {
+			sent = append(sent, r.Seq)
+		}
+	}
+	if len(c.Records) != n || len(held) != 1 {
+		f.t.Fatalf("claimed %d messages (the one to hold back among them: %v); want %d", len(c.Records), held, n)
+	}
+	if _, err := f.store.MarkSent(f.ctx, c.Token, sent); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.store.Release(f.ctx, c.Token, held); err != nil {
+		f.t.Fatal(err)
+	}
+	return below, held[0]
+}
+
 // claimOnlyBelowTheSeed claims with s until it claims the message id, alone,
 // failing if a claim takes anything else or 30 s pass.
 func (f *floorFixture) claimOnlyBelowTheSeed(s *Store, id uuid.UUID) {
@@ -597,37 +636,7 @@ func TestClaim_IdleClaimsLookBelowTheFloorInTheirOwnRoundTrip(t *testing.T) {
 func TestClaim_FirstProbeSweepsInPiecesAndFindsWhatIsBelowTheSeed(t *testing.T) {
 	t.Parallel()
 	f := newFloorFixture(t, time.Hour) // no second probe by itself
-	var below outbox.Message
-	for i := range 40 {
-		m := f.message(fmt.Sprintf("agg-%d", i))
-		if i == 29 {
-			below = m
-		}
-		if err := pgx.BeginFunc(f.ctx, f.store.pool, func(tx pgx.Tx) error { return f.store.Enqueue(f.ctx, tx, m) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := f.store.Claim(f.ctx, f.p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent, held []int64
-	for _, r := range c.Records {
-		if r.ID == below.ID {
-			held = append(held, r.Seq)
-		} else {
-			sent = append(sent, r.Seq)
-		}
-	}
-	if len(c.Records) != 40 || len(held) != 1 {
-		t.Fatalf("claimed %d messages (the one to hold back among them: %v); want 40", len(c.Records), held)
-	}
-	if _, err := f.store.MarkSent(f.ctx, c.Token, sent); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Release(f.ctx, c.Token, held); err != nil {
-		t.Fatal(err)
-	}
+	below, belowSeq := f.sentAroundOne(40, 29)
 
 	// A relay restarts: a new Store, whose sweep starts with pieces of 4 seqs.
 	s, err := New(f.store.pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
@@ -664,8 +673,8 @@ func TestClaim_FirstProbeSweepsInPiecesAndFindsWhatIsBelowTheSeed(t *testing.T) 
 			t.Errorf("piece %d of %d ends at %d, floor %d; want only the last to reach the floor: %v", i, len(got), p.to, p.floor, got)
 		}
 	}
-	if last := got[len(got)-1]; last.to != noEnd && last.to <= held[0] {
-		t.Errorf("the sweep ended with %v, below the message at %d", last, held[0])
+	if last := got[len(got)-1]; last.to != noEnd && last.to <= belowSeq {
+		t.Errorf("the sweep ended with %v, below the message at %d", last, belowSeq)
 	}
 
 	// Swept: the next probe is one statement from seq 0.
@@ -685,4 +694,71 @@ func TestClaim_FirstProbeSweepsInPiecesAndFindsWhatIsBelowTheSeed(t *testing.T) 
 	if len(pieces) != 1 || pieces[0].from != 0 || pieces[0].to != noEnd {
 		t.Errorf("a later probe ran %v; want one statement from seq 0 without end", pieces)
 	}
+}
+
+// A sweep whose connection is cut (the server ends the backend mid-sweep)
+// changes nothing: the floor stays at the seed, the Store does not count
+// itself swept, and the next probe sweeps again from seq 0 and finds the
+// message below the seed, which is then claimed.
+func TestClaim_SweepCutOffByTheServerSweepsAgain(t *testing.T) {
+	t.Parallel()
+	f := newFloorFixture(t, time.Hour)
+	below, belowSeq := f.sentAroundOne(40, 29)
+
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "sweep-" + uuid.NewString()[:8]
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := New(pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.sweepPiece = 4
+	s.seedFloor(f.ctx)
+	seed := s.floor.seq
+	if seed <= belowSeq {
+		t.Fatalf("floor seeded at %d; want above the held message's seq %d", seed, belowSeq)
+	}
+	var pieces atomic.Int64
+	s.onProbePiece = func(from, to int64) {
+		if pieces.Add(1) == 2 {
+			if _, err := f.store.pool.Exec(f.ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", app); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	probe := func() {
+		s.floor.mu.Lock()
+		s.floor.probing = true
+		from := s.floor.seq
+		s.floor.mu.Unlock()
+		s.probeBelowFloor(claimScan{from: from, at: time.Now(), interval: time.Hour})
+	}
+	probe()
+	s.floor.mu.Lock()
+	floor, swept, probing := s.floor.seq, s.floor.swept, s.floor.probing
+	s.floor.mu.Unlock()
+	if n := pieces.Load(); n != 2 {
+		t.Fatalf("the cut sweep ran %d pieces; want it to end at the second", n)
+	}
+	if floor != seed || swept || probing {
+		t.Fatalf("after the cut sweep: floor %d (seed %d), swept %v, probing %v; want the seed, false, false", floor, seed, swept, probing)
+	}
+
+	s.onProbePiece = nil
+	probe()
+	s.floor.mu.Lock()
+	floor, swept = s.floor.seq, s.floor.swept
+	s.floor.mu.Unlock()
+	if floor > belowSeq || !swept {
+		t.Fatalf("after the second sweep: floor %d, swept %v; want at most %d, true", floor, swept, belowSeq)
+	}
+	f.claimOnlyBelowTheSeed(s, below.ID)
 }
