@@ -425,6 +425,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 	)
 	if tableClaim {
 		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs, true)
+		defer scan.done()
 	}
 	sent := time.Now()
 	br := s.pool.SendBatch(ctx, b)

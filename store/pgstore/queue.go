@@ -121,6 +121,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	var scan *claimScan
 	if claiming {
 		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records, false)
+		defer scan.done()
 	}
 	// Now and then, whether cursor mode was turned on (EnableCursor): the
 	// next claim then follows it.
@@ -166,6 +167,7 @@ func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimPara
 		}
 		*sc = s.floor.begin(s.fullClaimInterval())
 		if sc.probe {
+			sc.claimDone = make(chan struct{})
 			go s.probeBelowFloor(*sc)
 		}
 	}
@@ -318,7 +320,9 @@ func (s *Store) fullClaimInterval() time.Duration {
 // up to 1,048,576; halved after one over 10 ms), resting three times as
 // long as each piece took, until a piece finds a due message or reaches the
 // floor, where a last piece without end looks at and above the floor as a
-// whole probe does. A new Store cannot know how much lies below its seed:
+// whole probe does. It begins once the claim that started it has returned,
+// so that a relay's first claim does not share the machine with its first
+// piece. A new Store cannot know how much lies below its seed:
 // right after two million rows were marked in one statement, unvacuumed,
 // one statement walked their dead entries for about a second (each a visit
 // to the table), and the claims beside it, on two cores, took 1.4-1.9x
@@ -417,6 +421,17 @@ type claimScan struct {
 	at       time.Time
 	interval time.Duration
 	low, top *int64 // from claim_floor.sql
+	// claimDone is closed when the claim that started the probe has
+	// returned (done); a Store's first probe, the sweep, waits for it.
+	claimDone chan struct{}
+}
+
+// done tells a probe this claim started that the claim has returned.
+func (sc *claimScan) done() {
+	if sc.claimDone != nil {
+		close(sc.claimDone)
+		sc.claimDone = nil
+	}
 }
 
 // begin returns where a claim starting now scans from.
@@ -473,6 +488,9 @@ func (s *Store) probeBelowFloor(claim claimScan) {
 	if swept {
 		err = s.probePiece(0, noEnd, &sc.low, &sc.top)
 	} else {
+		if claim.claimDone != nil {
+			<-claim.claimDone
+		}
 		err = s.sweep(&sc)
 	}
 	if err != nil {
