@@ -141,6 +141,30 @@ func (f *floorFixture) claimOnlyBelowTheSeed(s *Store, id uuid.UUID) {
 	}
 }
 
+// restartedStore is a new Store on the fixture's schema, as a restarted
+// relay has, on a pool of its own whose backends carry the returned
+// application_name, with sweep pieces of 4 seqs and no probe by itself.
+func (f *floorFixture) restartedStore(name string) (*Store, string) {
+	f.t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	app := name + "-" + uuid.NewString()[:8]
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(pool.Close)
+	s, err := New(pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	s.sweepPiece = 4
+	return s, app
+}
+
 // runUntilFloorPasses keeps enqueueing, claiming and marking until the
 // claim floor is above seq, so that the claims that follow start their scan
 // above it.
@@ -705,22 +729,7 @@ func TestClaim_SweepCutOffByTheServerSweepsAgain(t *testing.T) {
 	f := newFloorFixture(t, time.Hour)
 	below, belowSeq := f.sentAroundOne(40, 29)
 
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := "sweep-" + uuid.NewString()[:8]
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := New(pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.sweepPiece = 4
+	s, app := f.restartedStore("sweep")
 	s.seedFloor(f.ctx)
 	seed := s.floor.seq
 	if seed <= belowSeq {
@@ -775,22 +784,7 @@ func TestClaim_SweepBeginsAfterTheClaimThatStartedIt(t *testing.T) {
 	f := newFloorFixture(t, time.Hour)
 	below, _ := f.sentAroundOne(40, 29)
 
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := "first-claim-" + uuid.NewString()[:8]
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s, err := New(pool, Config{Schema: f.store.cfg.Schema, FullClaimInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.sweepPiece = 4
+	s, app := f.restartedStore("first-claim")
 	var pieces atomic.Int64
 	s.onProbePiece = func(from, to int64) { pieces.Add(1) }
 
