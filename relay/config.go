@@ -65,7 +65,7 @@ type Config struct {
 	// relay that keeps up with writers at the database's limit thus claims
 	// tens of messages per round trip instead of a few, and one that is not
 	// pressed claims at once. On the bench's 2-core machine
-	// (docs/performance.md) 8 writers at full speed lost a median of 14.6%
+	// (docs/performance-history.md) 8 writers at full speed lost a median of 14.6%
 	// of their throughput to a relay in cursor mode that lingered 5ms and
 	// 7.8% to one that lingered 20ms (six runs each), for 8 ms more
 	// commit-to-ack at the median. Defaults to 20ms (DefaultLinger);

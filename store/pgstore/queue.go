@@ -326,7 +326,7 @@ func (s *Store) fullClaimInterval() time.Duration {
 // right after two million rows were marked in one statement, unvacuumed,
 // one statement walked their dead entries for about a second (each a visit
 // to the table), and the claims beside it, on two cores, took 1.4-1.9x
-// their usual p99; in pieces 1.1-1.3x in most runs (docs/performance.md).
+// their usual p99; in pieces 1.1-1.3x in most runs (docs/performance-history.md).
 // That walk marks the entries dead in the index, and each later probe, one
 // statement, walks only what the claims marked since the one before. The
 // price is the sweep's length: a message below the seed waits for it
