@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// errExited is returned while waiting for a line of a process that exited.
-var errExited = errors.New("process exited")
-
 // component is one supervised child process of the outbox binary: it is
 // restarted after an exit the harness did not cause (and that is counted).
 type component struct {

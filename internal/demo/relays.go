@@ -140,7 +140,6 @@ func (c *crashable) Close() error { return nil }
 type relaySlot struct {
 	name    string
 	queue   outboxStore
-	brokers []string
 	sinkCfg kafka.Config
 	cfg     relay.Config
 	log     *slog.Logger

@@ -266,7 +266,7 @@ func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p
 	var c store.Claim
 	if p != nil {
 		if p.Lease < time.Millisecond {
-			return 0, c, fmt.Errorf("Lease %v must be at least 1ms", p.Lease)
+			return 0, c, fmt.Errorf("pgstore: claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
 		}
 		var err error
 		if c.Token, err = uuid.NewRandom(); err != nil {

@@ -91,7 +91,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	claiming := p != nil
 	if claiming {
 		if p.Lease < time.Millisecond {
-			return 0, c, fmt.Errorf("Lease %v must be at least 1ms", p.Lease)
+			return 0, c, fmt.Errorf("pgstore: claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
 		}
 		claimToken, err := uuid.NewRandom()
 		if err != nil {
