@@ -119,3 +119,14 @@ func seqsOf(recs []outbox.Record) []int64 {
 	}
 	return out
 }
+
+// checkLeaseRejected checks that a claim with a lease below 1ms failed with
+// an error that names the field and the rule.
+func checkLeaseRejected(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		t.Error("Claim with zero lease succeeded")
+	} else if !strings.Contains(err.Error(), "ClaimParams.Lease") || !strings.Contains(err.Error(), "at least 1ms") {
+		t.Errorf("Claim with zero lease: error %q does not name the field and the rule", err)
+	}
+}
