@@ -100,6 +100,12 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("fixed rate achieved %v", l.AchievedPerSecond)
 		}
 		checkLatency(t, "fixed rate", l.CommitToAck)
+		// The writers' own transactions: the measured ones only, not
+		// the lead-in's.
+		if l.Transactions.Count != l.CommitToAck.Count {
+			t.Errorf("fixed rate: %d transactions timed, %d messages measured", l.Transactions.Count, l.CommitToAck.Count)
+		}
+		checkLatency(t, "fixed rate transactions", l.Transactions)
 		checkStages(t, "fixed rate", l.Delivery)
 		checkWork(t, "fixed rate", l.Relay)
 	}

@@ -105,9 +105,7 @@ func (s *scenario) createOrders(ctx context.Context) error {
 func (s *scenario) warmUp(ctx context.Context, log *ackLog, n int) error {
 	for range n {
 		id := uuid.Must(uuid.NewV7())
-		log.mu.Lock()
-		log.warm[id] = true
-		log.mu.Unlock()
+		log.warmUp(id)
 		if err := s.writeOrder(ctx, id); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
@@ -576,6 +574,15 @@ type ackLog struct {
 func newAckLog() *ackLog {
 	return &ackLog{base: time.Now(), commits: map[uuid.UUID]time.Duration{}, handed: map[uuid.UUID]time.Duration{},
 		acked: map[uuid.UUID]time.Duration{}, marked: map[uuid.UUID]time.Duration{}, warm: map[uuid.UUID]bool{}}
+}
+
+// warmUp marks message id as not measured: its times are not recorded, and
+// its acknowledgement counts in warmAcked only. Call it before the message
+// is committed.
+func (l *ackLog) warmUp(id uuid.UUID) {
+	l.mu.Lock()
+	l.warm[id] = true
+	l.mu.Unlock()
 }
 
 // commit records that the transaction with message id committed now.

@@ -224,6 +224,11 @@ type FixedRateReport struct {
 	Writers         int     `json:"writers"`
 	DurationSeconds float64 `json:"durationSeconds"`
 	Delivery
+	// Transactions is how long the writers' own business transactions took,
+	// from BEGIN to COMMIT returning, over the measured messages: what the
+	// database's commits cost at the same time, for comparison with
+	// commit-to-ack.
+	Transactions Latency `json:"transactions"`
 	// Relay is what the relay did for it.
 	Relay RelayWork `json:"relay"`
 }

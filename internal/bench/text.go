@@ -84,6 +84,7 @@ func WriteText(w io.Writer, rep Report) error {
 		p("  commit-to-ack\t%s", latencyLine(l.CommitToAck, l.Unacked))
 		p("    of which\t%s", stagesLine(l.CommitToPublish, l.PublishToAck))
 		p("  commit-to-marked\t%s", latencyLine(l.CommitToMarked, 0))
+		p("  writers' transactions\t%s", txLine(l.Transactions))
 		p("  relay work\t%s", workLine(l.Relay))
 		p("")
 	}
@@ -142,6 +143,12 @@ func latencyLine(l Latency, unacked int) string {
 		s += fmt.Sprintf(", %d NOT acknowledged", unacked)
 	}
 	return s
+}
+
+// txLine is the writers' own transaction times, BEGIN to COMMIT returned.
+func txLine(l Latency) string {
+	return fmt.Sprintf("p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms, BEGIN to COMMIT returned",
+		l.P50Ms, l.P90Ms, l.P99Ms, l.P999Ms, l.MaxMs)
 }
 
 func stagesLine(toPublish, toAck Latency) string {
