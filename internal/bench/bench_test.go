@@ -80,6 +80,15 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 		if s.CommitToAck.Count == 0 || s.Unacked != 0 {
 			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
 		}
+		// Only the measured segments' messages: the warm-up segment
+		// with the relay would add about a quarter.
+		var inSegments float64
+		for _, txs := range s.SegmentTxPerSecond {
+			inSegments += txs * s.DurationSeconds / float64(s.Segments)
+		}
+		if n := float64(s.CommitToAck.Count); n < 0.9*inSegments || n > 1.1*inSegments {
+			t.Errorf("steady latencies over %d messages, the measured segments committed about %.0f", s.CommitToAck.Count, inSegments)
+		}
 		if s.WritersCPUMicrosPerTx <= 0 || s.WritersCPUBusyPercent <= 0 || s.WritersCPUBusyPercent > 101 {
 			t.Errorf("writers' CPU not measured: %v µs per tx, %v%% busy", s.WritersCPUMicrosPerTx, s.WritersCPUBusyPercent)
 		}
