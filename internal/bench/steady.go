@@ -90,8 +90,8 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	// after the phase before (the drain's checkpoints) used to fall into
 	// the first measured segments: in 10 full runs the first segment with
 	// the relay lost 14.8% on average against 11.4% for the other three,
-	// and the first without committed the least of the five in 8. Its messages are acknowledged like
-	// any other but not measured.
+	// and the first without committed the least of the five in 8. Its
+	// messages are acknowledged like any other but not measured.
 	if _, err := r.writeFor(ctx, without, segment, "warm-up without relay", scratch, true); err != nil {
 		return err
 	}
