@@ -90,7 +90,7 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	// messages are acknowledged like any other but not measured. (The
 	// first measured segment with the relay still loses more than the
 	// others, with this pair as without it: docs/performance-history.md.)
-	if _, err := r.writeFor(ctx, without, segment, "warm-up without relay", scratch, true); err != nil {
+	if _, err := r.writeFor(ctx, without, segment, "warm-up without relay", nil, false); err != nil {
 		return err
 	}
 	if _, err := r.writeFor(ctx, with, segment, "warm-up with relay", log, true); err != nil {
