@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -163,5 +166,113 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	}
 	if got := claimUntil(t, b.store, "A", lateSeq); !slices.Contains(got, lateSeq) {
 		t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
+	}
+}
+
+// A writer that inserts into outbox_messages with its own SQL (another
+// service, a script, a database trigger) has no Enqueue to take its
+// transaction id before its seq. When that INSERT is the transaction's
+// first write, PostgreSQL draws the seq (the identity) before it gives the
+// transaction an id (at the row's heap insert; nextval gives one itself
+// only when it WAL-logs, for one value in 32), so between the two the
+// transaction is in no snapshot: a leader that found the seq missing could
+// close its gap then, and the message, committed later below the position,
+// would never be published. Migration 012's statement trigger gives the
+// transaction its id before any row of the statement takes a seq. Here a
+// row trigger of the test's own holds the INSERT for 1.5 s between the
+// seq and the heap insert, longer than a gap's grace of 1 s. A partitioned
+// outbox gets the statement trigger when Migrate converts the table.
+func TestCursor_AnInsertWithItsOwnSQLHoldsThePosition(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		ownSQLInsertHoldsThePosition(t, setupCursor(t, pgstore.Config{}))
+	})
+	t.Run("partitioned", func(t *testing.T) {
+		t.Parallel()
+		b := setupPartitioned(t, time.Hour)
+		if err := b.store.EnableCursor(testCtx(t)); err != nil {
+			t.Fatalf("EnableCursor: %v", err)
+		}
+		ownSQLInsertHoldsThePosition(t, b)
+	})
+}
+
+func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
+	ctx := testCtx(t)
+	if _, err := b.pool.Exec(ctx, b.sql(`
+		CREATE FUNCTION {{schema}}.test_hold_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM pg_sleep(1.5);
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_hold_insert BEFORE INSERT ON {{schema}}.outbox_messages
+			FOR EACH ROW WHEN (NEW.event_type = 'Held') EXECUTE FUNCTION {{schema}}.test_hold_insert()`)); err != nil {
+		t.Fatal(err)
+	}
+	// A leads. The sequence's first value is WAL-logged, and a nextval
+	// that logs gives its transaction an id; the next 32 do not.
+	claimUntil(t, b.store, "A", b.enqueue(t, msg("Order", "first"))...)
+
+	own, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = own.Rollback(ctx) })
+	id := uuid.New()
+	inserted := make(chan error, 1)
+	go func() {
+		_, err := own.Exec(ctx, b.sql(`INSERT INTO {{schema}}.outbox_messages
+			(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type)
+			VALUES ($1, 'Order', 'own-sql', 'Held', 1, '{}', 'application/json')`), id)
+		inserted <- err
+	}()
+	// Wait until the INSERT holds its seq in the test's trigger.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var held bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event = 'PgSleep' AND query LIKE 'INSERT INTO ' || $1 || '%')`,
+			pgx.Identifier{b.schema}.Sanitize()).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the INSERT never reached the test's trigger")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	after := b.enqueue(t, msg("Order", "after"))
+	// The leader reads past the held seq, over the INSERT and for a while
+	// after it; the position must stay below the seq.
+	ownSeq := after[0] - 1
+	deadline = time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		select {
+		case err := <-inserted:
+			if err != nil {
+				t.Fatalf("INSERT: %v", err)
+			}
+			inserted = nil
+		default:
+		}
+		if pos := position(t, b.store); pos >= ownSeq {
+			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, ownSeq)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if inserted != nil {
+		t.Fatal("the INSERT did not return within 2.5 s")
+	}
+	if got := b.seqOf(t, own, id); got != ownSeq {
+		t.Fatalf("the INSERT took seq %d, the test assumed %d", got, ownSeq)
+	}
+	if err := own.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimUntil(t, b.store, "A", ownSeq); !slices.Contains(got, ownSeq) {
+		t.Fatalf("the message of the INSERT, %d, was never claimed: %v", ownSeq, got)
 	}
 }

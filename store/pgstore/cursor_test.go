@@ -625,6 +625,34 @@ func TestCursor_AnOutboxBeforeMigration011(t *testing.T) {
 	})
 }
 
+// An outbox migrated only up to 011: EnableCursor names migration 012 (the
+// trigger that makes writers' own INSERTs safe in cursor mode) instead of
+// turning cursor mode on without it, and an outbox already in cursor mode
+// can still be switched back.
+func TestCursor_AnOutboxBeforeMigration012(t *testing.T) {
+	dropTrigger := func(t *testing.T, b *bundle) {
+		t.Helper()
+		if _, err := b.pool.Exec(testCtx(t), b.sql(`DROP TRIGGER outbox_messages_xact_id ON {{schema}}.outbox_messages`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("enable", func(t *testing.T) {
+		b := setup(t)
+		dropTrigger(t, b)
+		err := b.store.EnableCursor(testCtx(t))
+		if !errors.Is(err, pgstore.ErrCursorMode) || !strings.Contains(err.Error(), "migration 012") {
+			t.Errorf("EnableCursor = %v, want ErrCursorMode naming migration 012", err)
+		}
+	})
+	t.Run("disable", func(t *testing.T) {
+		b := setupCursor(t, pgstore.Config{})
+		dropTrigger(t, b)
+		if _, err := b.store.DisableCursor(testCtx(t)); err != nil {
+			t.Errorf("DisableCursor without migration 012's trigger: %v", err)
+		}
+	})
+}
+
 func TestCursor_RejectsLeaseBelowOneMillisecond(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	s := b.enqueue(t, msg("Order", "1"))

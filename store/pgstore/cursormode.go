@@ -80,7 +80,6 @@ func (s *Store) DisableCursor(ctx context.Context) (int64, error) {
 
 // modeCheck is what queries/cursor_check.sql reads.
 type modeCheck struct {
-	migrated    bool
 	active      bool
 	leader      *string
 	leaderUntil time.Time
@@ -108,11 +107,13 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 			active *bool
 			until  *time.Time
 		)
-		if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&c.migrated); err != nil {
+		var missing int
+		if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
-		if !c.migrated {
-			return fmt.Errorf("%w: table %s.outbox_cursor is missing or older than migration 011; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema)
+		// Disabling needs no trigger: the outbox goes back to claim mode.
+		if missing != 0 && (enable || missing < 12) {
+			return fmt.Errorf("%w: the outbox in schema %s lacks migration %03d; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema, missing)
 		}
 		if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
 			return fmt.Errorf("check: %w", err)

@@ -73,6 +73,11 @@
 //     a relay working through a backlog is not notified. NOTIFY is
 //     delivered at commit, so a relay wakes only for committed messages, and
 //     outboxes in two schemas do not wake each other.
+//   - A statement-level BEFORE INSERT trigger on outbox_messages that gives
+//     the inserting transaction its id when it has none yet (migration
+//     012), so that every INSERT, [Store.Enqueue]'s or a writer's own SQL,
+//     has its transaction id before its rows take their seqs: cursor mode
+//     relies on it to never pass a seq that may still commit.
 //
 // # Indexes
 //

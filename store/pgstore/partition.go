@@ -262,6 +262,7 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx) error {
 			" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING IDENTITY INCLUDING COMMENTS) PARTITION BY RANGE (created_at)",
 		"ALTER TABLE " + table + " RENAME TO outbox_messages_legacy",
 		"DROP TRIGGER IF EXISTS outbox_messages_notify ON " + legacy,
+		"DROP TRIGGER IF EXISTS outbox_messages_xact_id ON " + legacy,
 	}
 	for _, name := range indexNames {
 		// Renaming an index that backs a constraint renames the
@@ -293,6 +294,8 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx) error {
 		"ALTER TABLE " + table + " ADD CONSTRAINT outbox_messages_pkey PRIMARY KEY (seq, created_at)",
 		"CREATE TRIGGER outbox_messages_notify AFTER INSERT ON " + table +
 			" FOR EACH STATEMENT EXECUTE FUNCTION " + ident("outbox_notify") + "()",
+		"CREATE TRIGGER outbox_messages_xact_id BEFORE INSERT ON " + table +
+			" FOR EACH STATEMENT WHEN (pg_current_xact_id_if_assigned() IS NULL) EXECUTE FUNCTION " + ident("outbox_xact_id") + "()",
 	}
 	steps = append(steps, indexDefs...)
 	for _, st := range steps {
