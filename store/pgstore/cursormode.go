@@ -22,7 +22,9 @@ import (
 // It runs in one transaction that waits, for at most five seconds, for the
 // transactions that are enqueueing right now (see queries/cursor_enable.sql).
 // It is idempotent. It fails with an error wrapping [ErrCursorMode] when
-// Migrate has not created outbox_cursor yet, when a CDC relay serves the
+// the outbox lacks a migration cursor mode needs (010 to 012: the cursor's
+// table and columns, and the trigger that gives every inserting
+// transaction its id before its seqs), when a CDC relay serves the
 // outbox (package cdc reads PENDING inserts), or when the seq sequence
 // caches values (ALTER SEQUENCE ... CACHE 1 restores the default).
 func (s *Store) EnableCursor(ctx context.Context) error {
