@@ -127,21 +127,8 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 		claimed <- c
 	}()
 	// Wait until the save waits for the lock.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var waiting bool
-		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%outbox_cursor%' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the leader's round trip never waited for the cursor row")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitBackend(t, b.pool, 5*time.Second, "the leader's round trip never waited for the cursor row",
+		`wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.outbox_cursor%'`, pgx.Identifier{b.schema}.Sanitize())
 	late := msg("Order", "late")
 	lateTx := b.openEnqueue(t, late)
 	lateSeq := b.seqOf(t, lateTx, late.ID)
@@ -153,7 +140,7 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	markSent(t, b.store, c)
 	// However long late stays open (past the gap grace of 1 s), the
 	// position stays below its seq.
-	deadline = time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		markSent(t, b.store, cursorClaim(t, b.store, "A"))
 		if pos := position(t, b.store); pos >= lateSeq {
@@ -227,27 +214,13 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 		inserted <- err
 	}()
 	// Wait until the INSERT holds its seq in the test's trigger.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var held bool
-		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event = 'PgSleep' AND query LIKE 'INSERT INTO ' || $1 || '%')`,
-			pgx.Identifier{b.schema}.Sanitize()).Scan(&held); err != nil {
-			t.Fatal(err)
-		}
-		if held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the INSERT never reached the test's trigger")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitBackend(t, b.pool, 5*time.Second, "the INSERT never reached the test's trigger",
+		`wait_event = 'PgSleep' AND query LIKE 'INSERT INTO ' || $1 || '%'`, pgx.Identifier{b.schema}.Sanitize())
 	after := b.enqueue(t, msg("Order", "after"))
 	// The leader reads past the held seq, over the INSERT and for a while
 	// after it; the position must stay below the seq.
 	ownSeq := after[0] - 1
-	deadline = time.Now().Add(2500 * time.Millisecond)
+	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		markSent(t, b.store, cursorClaim(t, b.store, "A"))
 		select {

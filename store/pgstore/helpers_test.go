@@ -35,6 +35,28 @@ func setup(t *testing.T) *bundle {
 	return &bundle{pool: pool, schema: schema, store: s}
 }
 
+// awaitBackend waits, up to within, until some other backend is in the
+// state that where describes (a condition on pg_stat_activity, with args),
+// and fails the test with what otherwise.
+func awaitBackend(t *testing.T, pool *pgxpool.Pool, within time.Duration, what, where string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var found bool
+		if err := pool.QueryRow(testCtx(t), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND (`+where+`))`, args...).Scan(&found); err != nil {
+			t.Fatal(err)
+		}
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // testCtx is a context that ends with the test, bounded to 30 s.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
