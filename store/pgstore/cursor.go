@@ -763,6 +763,9 @@ func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, err
 	case err != nil:
 		return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
 	}
+	if active {
+		s.warnUnmigrated(ctx)
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.mode != modeUnknown {
@@ -787,6 +790,23 @@ func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, err
 		cs.checkedAt = time.Time{} // a standby tries to lead at its first claim
 	}
 	return cs.mode, nil
+}
+
+// warnUnmigrated logs a warning when the outbox, in cursor mode, lacks
+// migration 012 (an outbox put in cursor mode by an older binary, whose
+// relays now run a newer one before 'outbox migrate'): the relay runs, but
+// a writer that inserts with its own SQL can lose a message. Once per mode
+// detection, so once per Store in cursor mode.
+func (s *Store) warnUnmigrated(ctx context.Context) {
+	var missing int
+	if err := s.pool.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
+		s.cfg.Logger.Warn("pgstore: could not check the outbox's migrations for cursor mode", slog.String("schema", s.cfg.Schema), slog.Any("error", err))
+		return
+	}
+	if missing == 12 {
+		s.cfg.Logger.Warn("pgstore: the outbox is in cursor mode without migration 012: a transaction that inserts into outbox_messages with its own SQL, not Enqueue, can lose its message; run Migrate ('outbox migrate')",
+			slog.String("schema", s.cfg.Schema))
+	}
 }
 
 // leadResult is what an attempt to lead returned (queries/cursor_state.sql):

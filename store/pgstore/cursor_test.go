@@ -1,8 +1,10 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -642,6 +644,22 @@ func TestCursor_AnOutboxBeforeMigration012(t *testing.T) {
 		err := b.store.EnableCursor(testCtx(t))
 		if !errors.Is(err, pgstore.ErrCursorMode) || !strings.Contains(err.Error(), "migration 012") {
 			t.Errorf("EnableCursor = %v, want ErrCursorMode naming migration 012", err)
+		}
+	})
+	t.Run("relay", func(t *testing.T) {
+		b := setupCursor(t, pgstore.Config{})
+		dropTrigger(t, b)
+		var logs bytes.Buffer
+		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := b.enqueue(t, msg("Order", "1"))
+		if got := claimUntil(t, s, "A", seq...); !slices.Equal(got, seq) {
+			t.Errorf("a relay on an outbox without migration 012 claimed %v, want %v", got, seq)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "migration 012") {
+			t.Errorf("no warning naming migration 012 in the relay's log:\n%s", logs.String())
 		}
 	})
 	t.Run("disable", func(t *testing.T) {
