@@ -81,12 +81,15 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("steady latencies: %d measured, %d unacked", s.CommitToAck.Count, s.Unacked)
 		}
 		// Only the measured segments' messages: the warm-up segment
-		// with the relay would add about a quarter.
+		// with the relay would add about a quarter. The estimate uses
+		// each segment's nominal length, which a tiny run's segments
+		// overrun by a few transactions (223 against 202 once), so
+		// the band is 15%, still short of the quarter.
 		var inSegments float64
 		for _, txs := range s.SegmentTxPerSecond {
 			inSegments += txs * s.DurationSeconds / float64(s.Segments)
 		}
-		if n := float64(s.CommitToAck.Count); n < 0.9*inSegments || n > 1.1*inSegments {
+		if n := float64(s.CommitToAck.Count); n < 0.85*inSegments || n > 1.15*inSegments {
 			t.Errorf("steady latencies over %d messages, the measured segments committed about %.0f", s.CommitToAck.Count, inSegments)
 		}
 		if s.WritersCPUMicrosPerTx <= 0 || s.WritersCPUBusyPercent <= 0 || s.WritersCPUBusyPercent > 101 {
