@@ -156,6 +156,10 @@ type SteadyReport struct {
 	SegmentTxPerSecond        []float64 `json:"segmentTxPerSecond"`
 	WithoutSegmentTxPerSecond []float64 `json:"withoutSegmentTxPerSecond"`
 	SegmentLossPercent        []float64 `json:"segmentLossPercent"`
+	// SegmentTransactions is the number of business transactions (and
+	// messages) each segment with the relay committed: the messages whose
+	// latencies CommitToAck and Delivery give.
+	SegmentTransactions []int64 `json:"segmentTransactions"`
 	// ThroughputLossPercent is the median of SegmentLossPercent: how much
 	// slower the writers were with the relay running (negative: faster).
 	ThroughputLossPercent float64 `json:"throughputLossPercent"`

@@ -90,10 +90,10 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	// messages are acknowledged like any other but not measured. (The
 	// first measured segment with the relay still loses more than the
 	// others, with this pair as without it: docs/performance-history.md.)
-	if _, err := r.writeFor(ctx, without, segment, "warm-up without relay", nil, false); err != nil {
+	if _, _, err := r.writeFor(ctx, without, segment, "warm-up without relay", nil, false); err != nil {
 		return err
 	}
-	if _, err := r.writeFor(ctx, with, segment, "warm-up with relay", log, true); err != nil {
+	if _, _, err := r.writeFor(ctx, with, segment, "warm-up with relay", log, true); err != nil {
 		return err
 	}
 	first, err := writeWithout("writers without relay (1)")
@@ -102,11 +102,12 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 	}
 	rates = append(rates, first)
 	for i := range steadyPairs {
-		samples, txs, err := r.sampledWrite(ctx, with, segment, fmt.Sprintf("writers with relay (%d/%d)", i+1, steadyPairs), log)
+		samples, txs, n, err := r.sampledWrite(ctx, with, segment, fmt.Sprintf("writers with relay (%d/%d)", i+1, steadyPairs), log)
 		if err != nil {
 			return err
 		}
 		st.SegmentTxPerSecond = append(st.SegmentTxPerSecond, txs)
+		st.SegmentTransactions = append(st.SegmentTransactions, n)
 		// The trend within the segment, from its second sample on (the
 		// relay wakes from idle at the segment's start).
 		if len(samples) > 2 {
@@ -151,13 +152,14 @@ func (r *runner) runSteady(ctx context.Context, rep *Report) error {
 // bookkeptWrite is sampledWrite for a segment without the relay: the same
 // work, with the samples thrown away.
 func (r *runner) bookkeptWrite(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog) (float64, error) {
-	_, txs, err := r.sampledWrite(ctx, s, d, label, log)
+	_, txs, _, err := r.sampledWrite(ctx, s, d, label, log)
 	return txs, err
 }
 
 // sampledWrite is writeFor on the relay's table, sampling the backlog
-// (committed minus acknowledged) every 250 ms meanwhile.
-func (r *runner) sampledWrite(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog) ([]sample, float64, error) {
+// (committed minus acknowledged) every 250 ms meanwhile. It returns the
+// samples, the rate and the number of transactions.
+func (r *runner) sampledWrite(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog) ([]sample, float64, int64, error) {
 	var samples []sample
 	stop := make(chan struct{})
 	stopped := make(chan struct{})
@@ -175,10 +177,10 @@ func (r *runner) sampledWrite(ctx context.Context, s *scenario, d time.Duration,
 			}
 		}
 	}()
-	txs, err := r.writeFor(ctx, s, d, label, log, false)
+	txs, n, err := r.writeFor(ctx, s, d, label, log, false)
 	close(stop)
 	<-stopped
-	return samples, txs, err
+	return samples, txs, n, err
 }
 
 func mean(xs []float64) float64 {
@@ -206,9 +208,10 @@ func median(xs []float64) float64 {
 
 // writeFor runs cfg.Writers goroutines committing business transactions
 // back to back for d, recording commits in log if not nil, and returns
-// committed transactions per second. With warm, the messages are warm-up
+// committed transactions per second and their number (the last ones end a
+// little after d). With warm, the messages are warm-up
 // messages of log ([ackLog.warmUp]): acknowledged, not measured.
-func (r *runner) writeFor(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog, warm bool) (float64, error) {
+func (r *runner) writeFor(ctx context.Context, s *scenario, d time.Duration, label string, log *ackLog, warm bool) (float64, int64, error) {
 	var (
 		count   atomic.Int64
 		wg      sync.WaitGroup
@@ -248,12 +251,13 @@ func (r *runner) writeFor(ctx context.Context, s *scenario, d time.Duration, lab
 		select {
 		case <-done:
 			if werr != nil {
-				return 0, werr
+				return 0, 0, werr
 			}
 			if err := ctx.Err(); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
-			return float64(count.Load()) / time.Since(start).Seconds(), nil
+			n := count.Load()
+			return float64(n) / time.Since(start).Seconds(), n, nil
 		case <-t.C:
 			el := time.Since(start).Seconds()
 			msg := fmt.Sprintf("%s: %s tx/s", label, human(float64(count.Load())/el))

@@ -317,21 +317,27 @@ func (s *Store) fullClaimInterval() time.Duration {
 //
 // A Store's first probe walks in pieces (sweep): statements over a span of
 // seqs each (65,536 at first; doubled after a piece under a millisecond,
-// up to 1,048,576; halved after one over 10 ms), resting three times as
-// long as each piece took, until a piece finds a due message or reaches the
+// up to 1,048,576; halved after one over 10 ms), resting twenty times as
+// long as each piece took (about 5% of a core), until a piece finds a due
+// message or reaches the
 // floor, where a last piece without end looks at and above the floor as a
 // whole probe does. It begins once the claim that started it has returned,
 // so that a relay's first claim does not share the machine with its first
 // piece. A new Store cannot know how much lies below its seed:
 // right after two million rows were marked in one statement, unvacuumed,
 // one statement walked their dead entries for about a second (each a visit
-// to the table), and the claims beside it, on two cores, took 1.4-1.9x
-// their usual p99; in pieces 1.1-1.3x in most runs (docs/performance-history.md).
-// That walk marks the entries dead in the index, and each later probe, one
-// statement, walks only what the claims marked since the one before. The
-// price is the sweep's length: a message below the seed waits for it
-// (three seconds over those two million rows; on a vacuumed table one
-// piece per million seqs or so, in milliseconds).
+// to the table, which the walk prunes and dirties), and the claims beside
+// it, on two cores, took 1.4-1.9x their usual p99; in pieces resting three
+// times as long as each took, 1.1-1.3x on one machine and 1.33-1.70x on a
+// slower one; resting twenty times as long, 0.90-1.26x on that slower
+// machine (docs/performance-history.md). That walk marks the entries dead in
+// the index, and each later probe, one statement, walks only what the
+// claims marked since the one before. The price is the sweep's length: a
+// message below the seed waits for it (over those two million rows 7 s
+// with the shorter rest and 38 s with this one, on the slower machine; on a
+// vacuumed table one piece per million seqs or so, in milliseconds). What
+// lies below the seed is late commits, retries and the leases of a relay
+// that stopped, which wait for their lease (30 s by default) anyway.
 //
 // The probe walks the dead index entries
 // below the floor, so that the claims do not have to: with a long-running
@@ -473,7 +479,7 @@ const (
 	sweepPieceMax = int64(1 << 20)
 	sweepFast     = time.Millisecond
 	sweepSlow     = 10 * time.Millisecond
-	sweepRest     = 3
+	sweepRest     = 20
 )
 
 // probeBelowFloor looks for the lowest due message from seq 0 and moves the
