@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +38,8 @@ func newRestartable(t *testing.T) *restartable {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	r := &restartable{t: t, cfg: broker.Config{Listen: addr, DataDir: t.TempDir(), Partitions: 1, SeedTopics: []string{"orders"}, Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))}}
+	logs := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
+	r := &restartable{t: t, cfg: broker.Config{Listen: addr, DataDir: t.TempDir(), Partitions: 1, SeedTopics: []string{"orders"}, Logger: logs}}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
@@ -67,11 +69,23 @@ func (r *restartable) stop() {
 }
 
 // testLog writes each line to the test's log, which is printed only if the
-// test fails.
-type testLog struct{ t *testing.T }
+// test fails. Lines written after the test's cleanups ran are dropped: a
+// t.Log after the test ended panics.
+type testLog struct {
+	t    *testing.T
+	done *atomic.Bool
+}
+
+func newTestLog(t *testing.T) testLog {
+	w := testLog{t, new(atomic.Bool)}
+	t.Cleanup(func() { w.done.Store(true) }) // registered first, so it runs last
+	return w
+}
 
 func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
 	return len(p), nil
 }
 
@@ -94,7 +108,7 @@ func TestPublish_RetriesDuringOutage_OneCopy(t *testing.T) {
 	t.Parallel()
 	b := newRestartable(t)
 	// The broker's and the client's logs are printed if the test fails.
-	clientLog := kgo.BasicLogger(testLog{t}, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000000 ") })
+	clientLog := kgo.BasicLogger(newTestLog(t), kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000000 ") })
 	s := newSink(t, nil, kafka.Config{Brokers: b.addrs(), DefaultTopic: "orders", ExtraOpts: []kgo.Opt{kgo.WithLogger(clientLog)}})
 	publish(t, s, rec("warm-up", 0))
 	b.stop()
