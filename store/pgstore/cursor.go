@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
@@ -199,7 +200,7 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 			version    *int32
 			created    *time.Time
 			seq        *int64
-			id         *uuid.UUID
+			id         pgtype.UUID // not *uuid.UUID: see scanRecordAnd
 			blocked    *bool
 			at, ai, et *string
 			topic, ct  *string
@@ -223,7 +224,7 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 				}
 				continue
 			}
-			r.Seq, r.ID = deref(seq), deref(id)
+			r.Seq, r.ID = deref(seq), id.Bytes
 			r.AggregateType, r.AggregateID, r.EventType = deref(at), deref(ai), deref(et)
 			r.EventVersion = int(deref(version))
 			r.Topic, r.ContentType = deref(topic), deref(ct)

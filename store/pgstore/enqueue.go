@@ -8,8 +8,8 @@ import (
 	"math"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
 )
@@ -70,7 +70,10 @@ func (s *Store) enqueueArgs(ctx context.Context, msgs []outbox.Message) ([]any, 
 	}
 	n := len(prepared)
 	var (
-		ids            = make([]uuid.UUID, n)
+		// pgtype.UUID, not uuid.UUID: pgx encodes a uuid.UUID through its
+		// driver.Valuer, as a string it fails to encode, formats an error
+		// for, parses again and then encodes, for every message.
+		ids            = make([]pgtype.UUID, n)
 		aggregateTypes = make([]string, n)
 		aggregateIDs   = make([]string, n)
 		eventTypes     = make([]string, n)
@@ -95,7 +98,7 @@ func (s *Store) enqueueArgs(ctx context.Context, msgs []outbox.Message) ([]any, 
 			}
 			h = string(b)
 		}
-		ids[i] = m.ID
+		ids[i] = pgtype.UUID{Bytes: m.ID, Valid: true}
 		aggregateTypes[i] = m.AggregateType
 		aggregateIDs[i] = m.AggregateID
 		eventTypes[i] = m.EventType

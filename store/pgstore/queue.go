@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
@@ -784,6 +785,7 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	var (
 		r                                            outbox.Record
+		id                                           pgtype.UUID // a uuid.UUID would be scanned through a string pgx formats and it parses
 		aggregateType, aggregateID, eventType, ctype *string
 		eventVersion                                 *int32
 		status                                       string
@@ -791,7 +793,7 @@ func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) 
 		leaseExpiresAt, publishedAt                  *time.Time
 	)
 	dest := append([]any{
-		&r.Seq, &r.ID, &aggregateType, &aggregateID, &eventType, &eventVersion,
+		&r.Seq, &id, &aggregateType, &aggregateID, &eventType, &eventVersion,
 		&r.Topic, &r.Payload, &ctype, &r.Headers, &r.CorrelationID, &r.CausationID,
 		&r.TraceParent, &r.CreatedAt, &status, &r.Attempts, &r.NextAttemptAt, &r.LastError,
 		&leaseOwner, &leaseExpiresAt, &publishedAt,
@@ -800,6 +802,7 @@ func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) 
 	if err != nil {
 		return outbox.Record{}, err
 	}
+	r.ID = id.Bytes
 	r.AggregateType = deref(aggregateType)
 	r.AggregateID = deref(aggregateID)
 	r.EventType = deref(eventType)
