@@ -117,6 +117,11 @@ type Config struct {
 	// Writers is the number of goroutines committing business
 	// transactions in the steady phase. Defaults to 8.
 	Writers int
+	// LatencyWriters is the number of goroutines that share the latency
+	// phase's schedule, each committing one message per transaction.
+	// Defaults to 0: enough to keep to Rate while commits take up to 8 ms
+	// on average, at least Writers and at most 24 (8 at 1,000/s).
+	LatencyWriters int
 	// Rate is the fixed enqueue rate of the latency phase, in messages per
 	// second. Defaults to 1000.
 	Rate int
@@ -277,6 +282,8 @@ func (c Config) validate() error {
 		return bad("Relays", "must be at least 1", c.Relays)
 	case c.Writers < 1:
 		return bad("Writers", "must be at least 1", c.Writers)
+	case c.LatencyWriters < 0:
+		return bad("LatencyWriters", "must not be negative", c.LatencyWriters)
 	case c.Rate < 1:
 		return bad("Rate", "must be at least 1", c.Rate)
 	case c.Duration < 100*time.Millisecond:

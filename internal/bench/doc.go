@@ -28,8 +28,9 @@
 //     (committed minus acknowledged, sampled every 250ms) and its trend,
 //     and commit-to-ack per message.
 //   - latency: Config.Rate messages per second on an open schedule for
-//     Config.Duration, after one unmeasured second of it, with
-//     commit-to-ack per message and the writers' own transaction times.
+//     Config.Duration, by Config.LatencyWriters goroutines, after one
+//     unmeasured second of it, with commit-to-ack per message and the
+//     writers' own transaction times.
 //   - idle: a relay on an empty outbox; over Config.IdleWindow it counts
 //     statements (a pgx QueryTracer) and socket writes (a wrapped DialFunc,
 //     which also sees the pool's pings), on the pool and the LISTEN

@@ -14,7 +14,10 @@ import (
 // transaction, for cfg.Duration with one relay running, and measures
 // commit-to-ack per message.
 func (r *runner) runLatency(ctx context.Context, rep *Report) error {
-	writers := latencyWriters(r.cfg.Writers, r.cfg.Rate)
+	writers := r.cfg.LatencyWriters
+	if writers == 0 {
+		writers = latencyWriters(r.cfg.Writers, r.cfg.Rate)
+	}
 	s, err := r.newScenario(ctx, "latency", int32(writers+1))
 	if err != nil {
 		return err
@@ -126,18 +129,26 @@ wait:
 }
 
 // leadIn is how long the latency phase's schedule runs before its messages
-// are measured. Its start is the bench's own: up to 24 writers that sat idle
-// begin at once, and for 100-150 ms their transactions took 20-120 ms
-// (pgbench -R 1000 with 24 clients shows the same at its start), while a
-// relay that has been serving 1,000 events/s has long left its start behind.
-// The lead-in also replaces, in the relay's claim rate (Config.LingerAbove),
+// are measured. Its start is the bench's own: writers that sat idle begin at
+// once, and for 100-150 ms their transactions took 20-120 ms (24 writers,
+// until 2026-12-05; pgbench -R 1000 with 24 clients shows the same at its
+// start), while a relay that has been serving 1,000 events/s has long left
+// its start behind. The lead-in also replaces, in the relay's claim rate (Config.LingerAbove),
 // the warm-up's back-to-back commits by the phase's rate.
 const leadIn = time.Second
 
-// latencyWriters is the number of writers of the latency phase: enough to
-// keep to rate with commits of up to 25ms (an application doing 1,000
-// transactions a second has that many connections busy), at least
-// cfg.Writers and at most 24, to stay well within max_connections.
+// latencyWriters is the default number of writers of the latency phase:
+// enough to keep to rate while commits take up to 8 ms on average, at least
+// cfg.Writers and at most 24 (8 at 1,000/s with the default 8 writers).
+//
+// It was rate/40 (24 at 1,000/s, for commits of up to 25 ms) until
+// 2026-12-05. More connections than a schedule needs are not free: when a
+// stall lets transactions pile up, every idle writer joins in, and two
+// CPUs then serve that many backends at once. pgbench -N at -R 1000 alone on
+// a 2-vCPU machine: transaction p99 4.9-9.4 ms with 4 or 8 clients, 44-63
+// ms with 24; this phase with 24 writers had a writers' p99 of 19-48 ms and
+// a commit-to-ack p99 that followed it, with 8 writers 8-14 ms and 3.6-8.2
+// ms, at the same 1,000/s (docs/performance-history.md, 2026-12-05).
 func latencyWriters(writers, rate int) int {
-	return max(writers, min(rate/40, 24))
+	return max(writers, min(rate/125, 24))
 }

@@ -25,6 +25,7 @@ type benchFlags struct {
 	backlog      int
 	relays       int
 	writers      int
+	latWriters   int
 	rate         int
 	duration     time.Duration
 	idleWindow   time.Duration
@@ -57,7 +58,7 @@ side, what docs/performance.md describes:
   steady    --writers writers committing business transactions at full
             speed, without and with a relay: throughput loss, backlog trend,
             commit-to-ack per message
-  latency   commit-to-ack at a fixed --rate
+  latency   commit-to-ack at a fixed --rate, by --latency-writers writers
   idle      what an idle relay sends to PostgreSQL
   claim     claim times on an empty table, with --history-rows sent rows,
             right after as many rows were marked sent (unvacuumed), and on a
@@ -93,6 +94,7 @@ machine; the report records the load average before and after.`,
 	fs.IntVar(&bf.backlog, "backlog", bench.DefaultBacklog, "messages in the drain phase's backlog")
 	fs.IntVar(&bf.relays, "relays", bench.DefaultRelays, "relays of the drain with several relays")
 	fs.IntVar(&bf.writers, "writers", bench.DefaultWriters, "writer goroutines of the steady and latency phases")
+	fs.IntVar(&bf.latWriters, "latency-writers", 0, "writer goroutines sharing the latency phase's schedule (default: enough to keep to --rate while commits take up to 8ms, at least --writers, at most 24)")
 	fs.IntVar(&bf.rate, "rate", bench.DefaultRate, "messages per second of the latency phase")
 	fs.DurationVar(&bf.duration, "duration", bench.DefaultDuration, "how long the latency phase writes, and the steady phase with the relay (its two runs without take half as long each)")
 	fs.DurationVar(&bf.idleWindow, "idle-window", bench.DefaultIdleWindow, "how long the idle phase counts queries")
@@ -161,6 +163,7 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		{"backlog", &cfg.Backlog, bf.backlog},
 		{"relays", &cfg.Relays, bf.relays},
 		{"writers", &cfg.Writers, bf.writers},
+		{"latency-writers", &cfg.LatencyWriters, bf.latWriters},
 		{"rate", &cfg.Rate, bf.rate},
 		{"history-rows", &cfg.HistoryRows, bf.historyRows},
 		{"claims", &cfg.Claims, bf.claims},

@@ -27,6 +27,7 @@ func TestBench_BadFlagsFailNamingTheFlag(t *testing.T) {
 		{[]string{"--phases", "drain,nap"}, `--phases`},
 		{[]string{"--backlog", "0"}, "--backlog must be at least 1"},
 		{[]string{"--writers", "-3"}, "--writers must be at least 1"},
+		{[]string{"--latency-writers", "0"}, "--latency-writers must be at least 1"},
 		{[]string{"--duration", "0s"}, "--duration must be positive"},
 		{[]string{"--batch-size", "0"}, "--batch-size must be at least 1"},
 	}
