@@ -312,6 +312,7 @@ func TestConfig_BadFieldIsNamed(t *testing.T) {
 		{func(c *Config) { c.Backlog = -1 }, "Backlog"},
 		{func(c *Config) { c.Relays = -1 }, "Relays"},
 		{func(c *Config) { c.Writers = -2 }, "Writers"},
+		{func(c *Config) { c.LatencyWriters = -1 }, "LatencyWriters"},
 		{func(c *Config) { c.Rate = -5 }, "Rate"},
 		{func(c *Config) { c.Duration = time.Millisecond }, "Duration"},
 		{func(c *Config) { c.IdleWindow = time.Millisecond }, "IdleWindow"},

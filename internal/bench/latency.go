@@ -133,8 +133,9 @@ wait:
 // once, and for 100-150 ms their transactions took 20-120 ms (24 writers,
 // until 2026-12-05; pgbench -R 1000 with 24 clients shows the same at its
 // start), while a relay that has been serving 1,000 events/s has long left
-// its start behind. The lead-in also replaces, in the relay's claim rate (Config.LingerAbove),
-// the warm-up's back-to-back commits by the phase's rate.
+// its start behind. The lead-in also replaces, in the relay's claim rate
+// (Config.LingerAbove), the warm-up's back-to-back commits by the phase's
+// rate.
 const leadIn = time.Second
 
 // latencyWriters is the default number of writers of the latency phase:
