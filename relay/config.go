@@ -72,7 +72,11 @@ type Config struct {
 	// negative turns lingering off.
 	Linger time.Duration
 	// LingerAbove is the claim rate (messages per second, measured over the
-	// last 250ms) above which a worker starts to linger; see Linger. At
+	// last 250ms, or since the relay's claims started finding messages if
+	// that was less than 250ms ago, but over at least 50ms) above which a
+	// worker starts to linger; see Linger. So a relay lingers within about
+	// 50ms of writers starting at full speed, not after a whole window of
+	// claims with a few messages each. At
 	// 1,000 events/s a relay with the default does not linger, and a
 	// message reaches the broker about 1ms after its commit. Defaults to
 	// 1,200 (DefaultLingerAbove); negative lingers Linger at any rate.

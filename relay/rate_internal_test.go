@@ -5,31 +5,38 @@ import (
 	"time"
 )
 
-// The rate is that of the last complete window; a window with no claims
-// after it resets it to zero, so an idle relay is not taken for a busy one.
-func TestRateMeter_RateOfLastWindow(t *testing.T) {
+// The rate is over the last rateWindow; a busy spell younger than that is
+// measured from its first claim (over at least rateMinSpan), so that a
+// relay whose writers start at full speed lingers at once; a window without
+// claims resets it to zero, so an idle relay is not taken for a busy one.
+func TestRateMeter_SlidingWindowFromTheStartOfABusySpell(t *testing.T) {
 	var m rateMeter
 	t0 := time.Unix(1000, 0)
-	if got := m.perSecond(t0); got != 0 {
-		t.Fatalf("rate before any claim = %v, want 0", got)
+	near := func(at time.Duration, want float64) {
+		t.Helper()
+		if got := m.perSecond(t0.Add(at)); got < want-1e-6 || got > want+1e-6 {
+			t.Fatalf("rate at %v = %v, want %v", at, got, want)
+		}
 	}
-	m.add(t0, 100)
-	m.add(t0.Add(100*time.Millisecond), 400)
-	if got := m.perSecond(t0.Add(200 * time.Millisecond)); got != 0 {
-		t.Fatalf("rate within the first window = %v, want 0 (not complete yet)", got)
+	near(0, 0)
+	m.add(t0, 0) // empty claims are not a busy spell
+	near(time.Millisecond, 0)
+	m.add(t0, 60)
+	m.add(t0.Add(30*time.Millisecond), 60)
+	near(30*time.Millisecond, 120/0.05) // over rateMinSpan, not 30 ms
+	m.add(t0.Add(100*time.Millisecond), 80)
+	near(100*time.Millisecond, 200/0.1) // from the spell's start
+	for at := 110 * time.Millisecond; at <= 500*time.Millisecond; at += 10 * time.Millisecond {
+		m.add(t0.Add(at), 10) // 1,000 per second
 	}
-	// The window closes at the first call after 250ms: 500 messages in 300ms.
-	if got, want := m.perSecond(t0.Add(300*time.Millisecond)), 500/0.3; got < want-1e-9 || got > want+1e-9 {
-		t.Fatalf("rate = %v, want %v", got, want)
-	}
-	m.add(t0.Add(400*time.Millisecond), 50)
-	if got, want := m.perSecond(t0.Add(400*time.Millisecond)), 500/0.3; got < want-1e-9 || got > want+1e-9 {
-		t.Fatalf("rate while the next window fills = %v, want the last window's %v", got, want)
-	}
-	// Nothing for two windows: the rate drops to zero.
-	if got := m.perSecond(t0.Add(2 * time.Second)); got != 0 {
-		t.Fatalf("rate after an idle second = %v, want 0", got)
-	}
+	// Over the last window only: 25 buckets of 10 at 1,000 per second.
+	near(500*time.Millisecond, 250/0.25)
+	// Nothing for a window: zero, and the next spell is not diluted by the
+	// idle time before it.
+	near(760*time.Millisecond, 0)
+	m.add(t0.Add(2*time.Second), 100)
+	m.add(t0.Add(2*time.Second+40*time.Millisecond), 100)
+	near(2*time.Second+50*time.Millisecond, 200/0.05)
 }
 
 // The linger grows with the claim rate: none up to LingerAbove, then in
