@@ -16,13 +16,19 @@ import (
 const settle = 500 * time.Millisecond
 
 // steadyPairs is how many times the steady phase's writers switch from the
-// table without a relay to the one with a relay.
-const steadyPairs = 4
+// table without a relay to the one with a relay: 8 since 2026-12-06 (4
+// before). On the bench's shared 2-core machines single comparisons moved
+// by 5-20 points (-5, 18, 3, 18%), so that the median of four followed one
+// neighbour's burst; the median of eight moves half as far.
+const steadyPairs = 8
+
+// steadySegments is how many segments with the relay last Config.Duration.
+const steadySegments = 4
 
 // runSteady runs cfg.Writers writers at full speed, alternating between two
 // tables: one that no relay serves and one that a running relay serves, in
-// 2*steadyPairs+1 segments (without, with, without, ..., without) that
-// together with the relay last cfg.Duration. Each segment with the relay is
+// 2*steadyPairs+1 segments (without, with, without, ..., without) of
+// cfg.Duration/steadySegments each. Each segment with the relay is
 // compared with the mean of its two neighbours without, and the median of
 // those comparisons is the throughput loss: this 2-core machine's
 // throughput drifts by 10-20% between runs of a few seconds, more than the
@@ -30,8 +36,8 @@ const steadyPairs = 4
 // drift. While the writers use the other table the relay has nothing to do
 // (it polls once a second, like an idle relay).
 func (r *runner) runSteady(ctx context.Context, rep *Report) error {
-	st := &SteadyReport{Writers: r.cfg.Writers, DurationSeconds: r.cfg.Duration.Seconds(), Segments: steadyPairs}
-	segment := r.cfg.Duration / steadyPairs
+	segment := r.cfg.Duration / steadySegments
+	st := &SteadyReport{Writers: r.cfg.Writers, DurationSeconds: (segment * steadyPairs).Seconds(), Segments: steadyPairs}
 
 	without, err := r.newScenario(ctx, "steady_norelay", int32(r.cfg.Writers+1))
 	if err != nil {

@@ -96,7 +96,7 @@ machine; the report records the load average before and after.`,
 	fs.IntVar(&bf.writers, "writers", bench.DefaultWriters, "writer goroutines of the steady and latency phases")
 	fs.IntVar(&bf.latWriters, "latency-writers", 0, "writer goroutines sharing the latency phase's schedule (default: enough to keep to --rate while commits take up to 8ms, at least --writers, at most 24)")
 	fs.IntVar(&bf.rate, "rate", bench.DefaultRate, "messages per second of the latency phase")
-	fs.DurationVar(&bf.duration, "duration", bench.DefaultDuration, "how long the latency phase writes, and the steady phase with the relay (its two runs without take half as long each)")
+	fs.DurationVar(&bf.duration, "duration", bench.DefaultDuration, "how long the latency phase writes; a segment of the steady phase lasts a quarter of it (8 with the relay between 9 without)")
 	fs.DurationVar(&bf.idleWindow, "idle-window", bench.DefaultIdleWindow, "how long the idle phase counts queries")
 	fs.IntVar(&bf.historyRows, "history-rows", bench.DefaultHistoryRows, "sent rows in the claim phase's table")
 	fs.IntVar(&bf.claims, "claims", bench.DefaultClaims, "claims timed per table in the claim phase")
