@@ -115,6 +115,13 @@ func observations(rep Report) []string {
 	if l := rep.Latency; l != nil && l.AchievedPerSecond < GoalLatencyRateShare*float64(l.TargetPerSecond) {
 		notes = append(notes, fmt.Sprintf("latency: the writers reached only %s of the %d messages/s asked for; the latencies are at that rate", human(l.AchievedPerSecond), l.TargetPerSecond))
 	}
+	if s := rep.Steady; s != nil && !rep.Settings.Cursor && rep.Settings.Mode == ModePolling &&
+		s.ThroughputLossPercent > GoalThroughputLossPercent && rep.RelayLeastLossPercent > 0 {
+		// What an operator can do about the miss: in claim mode the relay's
+		// own writes set a floor under the loss (docs/performance.md, Which
+		// mode).
+		notes = append(notes, fmt.Sprintf("steady: in claim mode the relay writes two row versions per message (the claim, then the mark SENT), which alone costs writers bound by the CPU %.1f%% of their throughput (the least loss); cursor mode (--cursor, outbox cursor enable) writes nothing per message", rep.RelayLeastLossPercent))
+	}
 	if s := rep.Steady; s != nil && s.Unacked > 0 {
 		notes = append(notes, fmt.Sprintf("steady: %d messages were not acknowledged within the stall timeout after the writers stopped", s.Unacked))
 	}

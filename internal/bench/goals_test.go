@@ -1,9 +1,42 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
+
+// A claim-mode run that misses the writers' loss says what sets its floor
+// and what to run instead; a run that meets it, a cursor-mode run and a CDC
+// run do not.
+func TestObservations_ClaimModeLossNamesItsFloorAndCursorMode(t *testing.T) {
+	hint := func(n string) bool { return strings.Contains(n, "cursor mode (--cursor") }
+	for _, tc := range []struct {
+		name   string
+		loss   float64
+		cursor bool
+		mode   Mode
+		want   bool
+	}{
+		{"claim mode misses", 12.5, false, ModePolling, true},
+		{"claim mode meets", 9.5, false, ModePolling, false},
+		{"cursor mode misses", 12.5, true, ModePolling, false},
+		{"cdc misses", 12.5, false, ModeCDC, false},
+	} {
+		rep := Report{
+			Settings:              Settings{Mode: tc.mode, Cursor: tc.cursor},
+			Steady:                &SteadyReport{ThroughputLossPercent: tc.loss},
+			RelayLeastLossPercent: 9.3,
+		}
+		notes := observations(rep)
+		if got := slices.ContainsFunc(notes, hint); got != tc.want {
+			t.Errorf("%s: hint %v, want %v: %q", tc.name, got, tc.want, notes)
+		}
+		if tc.want && !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "9.3% of their throughput") }) {
+			t.Errorf("%s: the least loss is not named: %q", tc.name, notes)
+		}
+	}
+}
 
 // The latency goals are at the rate asked for: a relay measured at a lower
 // rate, because the writers could not keep to the schedule, does not meet

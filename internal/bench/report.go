@@ -25,7 +25,8 @@ type Report struct {
 	// the ceiling's CPU per message and w the writers' CPU per
 	// transaction. A relay keeping up with the writers claims smaller
 	// batches and also runs the broker client, so it costs more; the
-	// steady phase's loss can come close to this figure, not below it.
+	// steady phase's loss can come close to this figure, and below it only
+	// by the noise of the steady phase's comparison.
 	// Set when the drain and the steady phase (served by the polling
 	// relay) both ran and /proc/stat could be read.
 	RelayLeastLossPercent float64 `json:"relayLeastLossPercent,omitempty"`
