@@ -238,16 +238,6 @@ func (h *harness) dropSchemas() {
 	}
 }
 
-// freePort returns a port free on 127.0.0.1 (and so usually on 127.0.0.2).
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("chaos: free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startSystem starts the proxies and the processes.
 func (h *harness) startSystem(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(h.dir, "logs"), 0o755); err != nil {
@@ -285,7 +275,13 @@ func (h *harness) startSystem(ctx context.Context) error {
 		"OUTBOX_FAILPOINT_FILE=",
 	}
 	newComp := func(name string, args []string, ready string) (*component, error) {
-		addr, err := h.links.add("pg-"+name, "127.0.0.1:0", pgAddr)
+		// A cut link listens again on its port when it is restored, so
+		// that port too comes from freePort.
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addr, err := h.links.add("pg-"+name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), pgAddr)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox"
@@ -17,6 +18,7 @@ import (
 
 type env struct {
 	t      *testing.T
+	pool   *pgxpool.Pool // on the test's schema, for the test's own statements
 	store  *pgstore.Store
 	schema string
 	addrs  []string
@@ -34,10 +36,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	b := startBroker(t)
-	e := &env{t: t, store: st, schema: schema, addrs: b.Addrs(), topic: "e2e." + schema}
-	t.Cleanup(func() {})
-	_ = pool
-	return e
+	return &env{t: t, pool: pool, store: st, schema: schema, addrs: b.Addrs(), topic: "e2e." + schema}
 }
 
 // relayArgs are the flags of a relay process in this environment.
@@ -53,8 +52,7 @@ func (e *env) relayArgs(extra ...string) []string {
 func (e *env) enqueue(msgs ...outbox.Message) {
 	e.t.Helper()
 	ctx := context.Background()
-	pool := pgtest.Pool(e.t, e.schema)
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return e.store.Enqueue(ctx, tx, msgs...) }); err != nil {
+	if err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return e.store.Enqueue(ctx, tx, msgs...) }); err != nil {
 		e.t.Fatal(err)
 	}
 }

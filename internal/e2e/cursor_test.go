@@ -30,8 +30,14 @@ func newCursorEnv(t *testing.T) *env {
 	return e
 }
 
+// appName is the application_name of the connections of this test's
+// relay id: the id alone would also name the relays of tests running in
+// parallel (and a test that terminates its relay's connections would
+// terminate theirs), so it ends with this test's schema.
+func (e *env) appName(id string) string { return id + "-" + e.schema }
+
 // cursorRelay starts a relay process named id; its connections carry
-// application_name id, so that a test can find them.
+// application_name e.appName(id), so that a test can find them.
 func (e *env) cursorRelay(id string, env []string, extra ...string) *proc {
 	e.t.Helper()
 	u, err := url.Parse(pgtest.URL())
@@ -39,7 +45,7 @@ func (e *env) cursorRelay(id string, env []string, extra ...string) *proc {
 		e.t.Fatal(err)
 	}
 	q := u.Query()
-	q.Set("application_name", id)
+	q.Set("application_name", e.appName(id))
 	u.RawQuery = q.Encode()
 	args := append(e.relayArgs("--relay-id", id), extra...)
 	for i, a := range args {
@@ -65,8 +71,7 @@ func (p *proc) waitLeads(within time.Duration) {
 func (e *env) cursorPosition() int64 {
 	e.t.Helper()
 	var pos int64
-	pool := pgtest.Pool(e.t, e.schema)
-	if err := pool.QueryRow(context.Background(), "SELECT position FROM outbox_cursor").Scan(&pos); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "SELECT position FROM outbox_cursor").Scan(&pos); err != nil {
 		e.t.Fatal(err)
 	}
 	return pos
@@ -94,9 +99,8 @@ func (e *env) enqueueRounds(aggregates, perAggregate int) (want map[string]int, 
 // message.
 func (e *env) waitPositionAtLastSeq(within time.Duration) {
 	e.t.Helper()
-	pool := pgtest.Pool(e.t, e.schema)
 	var last int64
-	if err := pool.QueryRow(context.Background(), "SELECT max(seq) FROM outbox_messages").Scan(&last); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "SELECT max(seq) FROM outbox_messages").Scan(&last); err != nil {
 		e.t.Fatal(err)
 	}
 	deadline := time.Now().Add(within)
@@ -318,13 +322,12 @@ func TestCursorRelay_LeaderConnectionsTerminatedLoseNothing(t *testing.T) {
 	a.waitLeads(30 * time.Second)
 	b := e.cursorRelay("B", nil)
 
-	pool := pgtest.Pool(t, e.schema)
 	terminated := 0
 	for range 8 {
 		time.Sleep(500 * time.Millisecond)
 		var n int
-		err := pool.QueryRow(context.Background(),
-			"SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'A') k").Scan(&n)
+		err := e.pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) k", e.appName("A")).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,7 @@ func TestBrokerDownThenBack_DeliversInOrderWithoutBusyLoop(t *testing.T) {
 		counter.Sink = s
 		return counter
 	})
-	e := &env{t: t, store: st, schema: schema, addrs: addrs, topic: topic}
+	e := &env{t: t, pool: pool, store: st, schema: schema, addrs: addrs, topic: topic}
 	want := map[string]int{}
 	enqueueRound := func(round int) {
 		var batch []outbox.Message
@@ -230,7 +230,7 @@ func TestPoisonMessage_TooLarge_DeadLettersWithReason(t *testing.T) {
 	t.Cleanup(b.Close)
 	topic := "poison." + schema
 	runRelay(t, st, b.Addrs(), topic, nil, nil)
-	e := &env{t: t, store: st, schema: schema, addrs: b.Addrs(), topic: topic}
+	e := &env{t: t, pool: pool, store: st, schema: schema, addrs: b.Addrs(), topic: topic}
 
 	poison := seqMessage("P", 0)
 	poison.ID = uuid.Must(uuid.NewV7())

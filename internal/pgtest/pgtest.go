@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,10 +75,43 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 	return pool, schema
 }
 
+// MaxPoolsPerTest bounds the pools one test opens with Pool (Schema opens
+// one as well). Every pool stays open until its test ends, so a helper
+// that opened one per call would hold a connection per call, and
+// max_connections is shared by every test package running at the time:
+// such a helper, called in a loop, once used up all 300 of them in CI.
+const MaxPoolsPerTest = 16
+
+var (
+	poolsMu sync.Mutex
+	pools   = map[testing.TB]int{} // pools open per test
+)
+
+// countPool counts a pool of t and fails t beyond MaxPoolsPerTest.
+func countPool(t testing.TB) {
+	t.Helper()
+	poolsMu.Lock()
+	pools[t]++
+	n := pools[t]
+	poolsMu.Unlock()
+	if n == 1 {
+		t.Cleanup(func() {
+			poolsMu.Lock()
+			delete(pools, t)
+			poolsMu.Unlock()
+		})
+	}
+	if n > MaxPoolsPerTest {
+		t.Fatalf("pgtest: this test opened %d pools, more than MaxPoolsPerTest (%d); each holds its connections until the test ends: open one and share it", n, MaxPoolsPerTest)
+	}
+}
+
 // Pool opens a new pool on the test database with search_path set to schema
-// and closes it when the test ends.
+// and closes it when the test ends. A test may open at most
+// MaxPoolsPerTest of them.
 func Pool(t testing.TB, schema string) *pgxpool.Pool {
 	t.Helper()
+	countPool(t)
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", URL(), err)
