@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/internal/freeport"
 )
 
 func start(t *testing.T, cfg broker.Config) *broker.Broker {
@@ -153,12 +154,10 @@ func TestStart_AdvertisesListenHost(t *testing.T) {
 
 func TestStart_FixedPort(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	b := start(t, broker.Config{Listen: addr})
 	if got := b.Addrs(); len(got) != 1 || got[0] != addr {
 		t.Errorf("Addrs = %v, want [%s]", got, addr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-dev/outbox/consumer"
 	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 )
 
@@ -53,12 +54,10 @@ type proxy struct {
 
 func newProxy(t *testing.T) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port() // nothing listens there until open
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close() // nothing listens there until open
 	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -255,7 +256,7 @@ func (h *harness) startSystem(ctx context.Context) error {
 	// where the proxy listens: clients reconnect to what is advertised.
 	var port int
 	for range 10 {
-		if port, err = freePort(); err != nil {
+		if port, err = freeport.Port(); err != nil {
 			return err
 		}
 		h.brokerDirect = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -276,8 +277,8 @@ func (h *harness) startSystem(ctx context.Context) error {
 	}
 	newComp := func(name string, args []string, ready string) (*component, error) {
 		// A cut link listens again on its port when it is restored, so
-		// that port too comes from freePort.
-		port, err := freePort()
+		// that port too comes from freeport.
+		port, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
@@ -326,7 +327,7 @@ func (h *harness) startSystem(ctx context.Context) error {
 		return err
 	}
 	for i := range h.cfg.OrderServices {
-		port, err := freePort()
+		port, err := freeport.Port()
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
@@ -150,7 +151,11 @@ func TestBrokerDownThenBack_DeliversInOrderWithoutBusyLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", DataDir: dataDir})
+	listen, err := freeport.Addr() // the broker listens there again after its restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(broker.Config{Listen: listen, DataDir: dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
+	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
@@ -32,12 +32,10 @@ type restartable struct {
 
 func newRestartable(t *testing.T) *restartable {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr() // the broker listens there again after each restart
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	logs := slog.New(slog.NewTextHandler(newTestLog(t), &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 	r := &restartable{t: t, cfg: broker.Config{Listen: addr, DataDir: t.TempDir(), Partitions: 1, SeedTopics: []string{"orders"}, Logger: logs}}
 	r.start()
