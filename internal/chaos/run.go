@@ -278,11 +278,11 @@ func (h *harness) startSystem(ctx context.Context) error {
 	newComp := func(name string, args []string, ready string) (*component, error) {
 		// A cut link listens again on its port when it is restored, so
 		// that port too comes from freeport.
-		port, err := freeport.Port()
+		listen, err := freeport.Addr()
 		if err != nil {
 			return nil, err
 		}
-		addr, err := h.links.add("pg-"+name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), pgAddr)
+		addr, err := h.links.add("pg-"+name, listen, pgAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -327,11 +327,10 @@ func (h *harness) startSystem(ctx context.Context) error {
 		return err
 	}
 	for i := range h.cfg.OrderServices {
-		port, err := freeport.Port()
+		listen, err := freeport.Addr()
 		if err != nil {
 			return err
 		}
-		listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		c, err := newComp(fmt.Sprintf("orders-%d", i+1), []string{"example", "orders", "--listen", listen, "--orders-schema", h.schemas.orders}, "orders listening on")
 		if err != nil {
 			return err
