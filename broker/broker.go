@@ -57,6 +57,13 @@ type Config struct {
 	// SeedTopics are created at Start, with Partitions partitions, unless
 	// they exist. Defaults to none.
 	SeedTopics []string
+	// NoAutoCreateTopics makes the broker answer UNKNOWN_TOPIC_OR_PARTITION
+	// for a topic that does not exist, as a production cluster does, unless
+	// the client asks for automatic creation (kgo.AllowAutoTopicCreation).
+	// Defaults to false: a topic a client names is created on first use,
+	// whether or not the client asks for it, so that the relay's defaults
+	// work against a development broker.
+	NoAutoCreateTopics bool
 	// Logger receives the cluster's log; its per-request messages are at
 	// debug level. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -89,9 +96,9 @@ type Broker struct {
 }
 
 // Start starts the cluster and returns once every broker listens and the
-// seed topics exist. Topics are created automatically when a client asks
-// for one that does not exist (if the client allows it). An error names
-// the Config field at fault.
+// seed topics exist. A topic is created the first time a client names it
+// (see Config.NoAutoCreateTopics). An error names the Config field at
+// fault.
 func Start(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	bad := func(field, format string, args ...any) error {
@@ -166,6 +173,9 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: start on %s: %w", cfg.Listen, err)
 	}
+	if !cfg.NoAutoCreateTopics {
+		createOnFirstUse(cluster)
+	}
 	b := &Broker{cluster: cluster, addrs: cluster.ListenAddrs()}
 	if len(cfg.SeedTopics) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -176,6 +186,18 @@ func Start(cfg Config) (*Broker, error) {
 		}
 	}
 	return b, nil
+}
+
+// createOnFirstUse makes every metadata request that names topics ask for
+// their creation, so that a topic is created the first time a client
+// names it. Requests for all topics (no names) create nothing.
+func createOnFirstUse(c *kfake.Cluster) {
+	c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if m, ok := req.(*kmsg.MetadataRequest); ok && len(m.Topics) > 0 {
+			m.AllowAutoTopicCreation = true
+		}
+		return nil, nil, false
+	})
 }
 
 // createTopics creates the topics that do not exist yet. A restarted

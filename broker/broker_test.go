@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -132,6 +133,42 @@ func TestStart_AutoCreatedTopicsHaveConfiguredPartitions(t *testing.T) {
 			t.Errorf("topic %s has %d partitions, want %d", topic, got, want)
 		}
 	}
+}
+
+// produceNoAutoCreate writes one record to topic with a producer that does
+// not ask for topics to be created (the relay's default) and returns the
+// record's error.
+func produceNoAutoCreate(t *testing.T, addrs []string, topic string) error {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.UnknownTopicRetries(1), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
+}
+
+func TestStart_CreatesTopicOnFirstUse_WithoutTheClientAsking(t *testing.T) {
+	t.Parallel()
+	b := start(t, broker.Config{Partitions: 2})
+	if err := produceNoAutoCreate(t, b.Addrs(), "first-use"); err != nil {
+		t.Fatalf("produce to a new topic without auto creation: %v; the development broker must create it", err)
+	}
+	if got := partitions(t, b.Addrs(), "first-use"); got != 2 {
+		t.Errorf("topic first-use has %d partitions, want 2", got)
+	}
+}
+
+func TestStart_NoAutoCreateTopics_RefusesUnknownTopicLikeACluster(t *testing.T) {
+	t.Parallel()
+	b := start(t, broker.Config{NoAutoCreateTopics: true})
+	err := produceNoAutoCreate(t, b.Addrs(), "missing")
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("produce to a missing topic = %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	produce(t, b.Addrs(), "asked", 0, 1) // a client that asks still gets its topic
 }
 
 func TestStart_AdvertisesListenHost(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
 // faultySink fails the records that fail() picks, with the error it
@@ -235,5 +237,42 @@ func TestBrokerUnavailable_StreamWaitsCountingNothing(t *testing.T) {
 	}
 	if attempts != 0 {
 		t.Fatalf("%d attempts counted for an unreachable broker; want 0", attempts)
+	}
+}
+
+// A topic that does not exist is not the messages' fault: in CDC mode its
+// messages wait on the table path (FAILED, no attempt counted, never dead)
+// while the other topics keep streaming, and once the topic is created
+// they go out in order.
+func TestMissingTopic_WaitsCountingNothingThenDelivers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, broker.Config{NoAutoCreateTopics: true, SeedTopics: []string{"cdc.orders"}})
+	ks, err := kafka.New(kafka.Config{Brokers: e.broker.Addrs(), DefaultTopic: "cdc.orders",
+		TopicByAggregateType: map[string]string{"Invoice": e.topic}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ks.Close() })
+	cfg := e.config(ks)
+	cfg.MaxAttempts = 2 // a counted attempt or two would dead-letter it
+	r := e.start(cfg)
+	e.waitLeader(r, 20*time.Second)
+
+	for n := range 3 {
+		m := seqMessage("x", n)
+		m.AggregateType = "Invoice"
+		e.enqueue(m, seqMessage(fmt.Sprint("order-", n), 0))
+	}
+	consumeTopic(t, e.broker.Addrs(), "cdc.orders", 3, 30*time.Second) // while the other topic is missing
+	time.Sleep(3 * sink.MinTopicRetryDelay)                            // several table-path tries
+	head := e.waitStatus("x", 0, outbox.StatusFailed, 10*time.Second)
+	if head.Attempts != 0 || !strings.Contains(head.LastError, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("head of the missing topic: %d attempts, last error %q; want 0 and the reason", head.Attempts, head.LastError)
+	}
+
+	createTopic(t, e.broker.Addrs(), e.topic)
+	checkOrder(t, e.consumed(3, 30*time.Second), map[string]int{"x": 3})
+	for n := range 3 {
+		e.waitStatus("x", n, outbox.StatusSent, 10*time.Second)
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
@@ -207,10 +209,18 @@ func (e *env) enqueue(msgs ...outbox.Message) {
 // duplicates included.
 func (e *env) consumed(want int, within time.Duration) []*kgo.Record {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addrs()...), kgo.ConsumeTopics(e.topic),
+	return consumeTopic(e.t, e.broker.Addrs(), e.topic, want, within)
+}
+
+// consumeTopic reads topic from the start until want distinct eventIds
+// were read or within passed, and returns every record read, duplicates
+// included.
+func consumeTopic(t testing.TB, addrs []string, topic string, want int, within time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -225,9 +235,32 @@ func (e *env) consumed(want int, within time.Duration) []*kgo.Record {
 		})
 	}
 	if len(distinct) < want {
-		e.t.Fatalf("%d of %d messages delivered within %s", len(distinct), want, within)
+		t.Fatalf("%d of %d messages of %s delivered within %s", len(distinct), want, topic, within)
 	}
 	return recs
+}
+
+// createTopic creates topic with three partitions.
+func createTopic(t testing.TB, addrs []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 3, 1
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
 }
 
 func header(r *kgo.Record, key string) string {

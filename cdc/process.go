@@ -46,6 +46,9 @@ type failure struct {
 	err   error
 	delay time.Duration
 	dead  bool
+	// waits is true when the failure was not the message's fault (its
+	// topic cannot take records): no attempt is counted.
+	waits bool
 }
 
 type aggregate struct{ typ, id string }
@@ -256,6 +259,12 @@ func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int, back
 			case sink.Permanent:
 				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: true})
 				run.own[i].resolve(false)
+			case sink.TopicUnavailable:
+				// The topic's messages wait on the table path, without
+				// counting an attempt; other topics keep streaming.
+				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, waits: true,
+					delay: sink.TopicRetryDelay(err, time.Now())})
+				run.own[i].resolve(false)
 			default:
 				dead := r.cfg.MaxAttempts <= 1
 				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: dead, delay: r.retryDelay(1)})
@@ -313,8 +322,10 @@ func (r *Relay) record(out *outcome) error {
 	fErrs := make([]string, len(out.failed))
 	fDelays := make([]int64, len(out.failed))
 	fDead := make([]bool, len(out.failed))
+	fCount := make([]bool, len(out.failed))
 	for i, f := range out.failed {
 		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = f.rec.Seq, cleanError(f.err.Error()), f.delay.Milliseconds(), f.dead
+		fCount[i] = !f.waits
 	}
 	types := make([]string, 0, len(out.deferAggs))
 	ids := make([]string, 0, len(out.deferAggs))
@@ -333,7 +344,7 @@ func (r *Relay) record(out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.sendCtx), r.cfg.PublishTimeout)
 	defer cancel()
 	var nFailed, nDeferred, nSent int64
-	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent).
+	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount).
 		Scan(&nFailed, &nDeferred, &nSent)
 	if err != nil {
 		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
@@ -352,9 +363,12 @@ func (r *Relay) report(out *outcome) {
 	}
 	for _, f := range out.failed {
 		attrs := recAttrs(f.rec, slog.String("error", f.err.Error()))
-		if f.dead {
+		switch {
+		case f.dead:
 			r.log.Error("message dead-lettered; its aggregate waits (table path)", attrs...)
-		} else {
+		case f.waits:
+			r.log.Debug("topic cannot take records; the message waits on the table path", append(attrs, slog.Duration("retry_in", f.delay))...)
+		default:
 			r.log.Warn("publish failed; retry scheduled on the table path", append(attrs, slog.Duration("retry_in", f.delay))...)
 		}
 		if h := r.cfg.Hooks.Failed; h != nil {

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/outbox-dev/outbox/metrics"
+	"github.com/outbox-dev/outbox/sink"
 )
 
 // The example alert rules refer only to metrics this package exports, and
@@ -51,7 +52,7 @@ func TestAlertRules_UseExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"OutboxDeadLetters", "OutboxOldestUnsentTooOld", "OutboxRelayNotPublishing", "OutboxCursorStalled"} {
+	for _, want := range []string{"OutboxDeadLetters", "OutboxOldestUnsentTooOld", "OutboxRelayNotPublishing", "OutboxCursorStalled", "OutboxTopicUnavailable"} {
 		if !strings.Contains(string(raw), "alert: "+want) {
 			t.Errorf("deploy/alerts.yml lacks %s", want)
 		}
@@ -75,6 +76,9 @@ func exportedNames(t *testing.T) map[string]bool {
 	}
 	c.Hooks("billing").Lag("orders", 0, 0) // per-partition series exist once reported
 	if err := metrics.NewSlotLag(reg, "outbox", func(context.Context) (metrics.SlotLag, error) { return metrics.SlotLag{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.NewTopics(reg, func() []sink.TopicStatus { return []sink.TopicStatus{{Topic: "orders"}} }); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -6,7 +6,7 @@
 // Metric names (all prefixed outbox_):
 //
 //	relay_published_total              counter   messages acknowledged by the broker and marked SENT
-//	relay_failed_attempts_total        counter   failed publish attempts, by class (retriable, permanent, unavailable)
+//	relay_failed_attempts_total        counter   failed publish attempts, by class (retriable, permanent, unavailable, topic_unavailable)
 //	relay_dead_lettered_total          counter   messages moved to DEAD_LETTER
 //	relay_fenced_total                 counter   state changes refused because another relay took the lease over
 //	relay_batch_size                   histogram messages per claim
@@ -21,6 +21,8 @@
 //	cursor_saved_age_seconds           gauge     time since the leader last saved the position (it does so at least every third of its lease)
 //	cursor_lag_messages                gauge     QUEUED messages above the position: not sent yet (as of the last save)
 //	cursor_lag_seconds                 gauge     age of the oldest of them
+//	relay_topic_published_total{topic} counter   records of the topic acknowledged since the relay started (NewTopics)
+//	relay_topic_unavailable{topic,reason} gauge  1 while the topic cannot take records; its messages wait (NewTopics)
 //	scrape_errors_total                counter   failed reads of the table's state
 //
 // In cursor mode the unsent QUEUED messages are also in messages{status="PENDING"} and in
@@ -58,7 +60,7 @@ func NewRelay(reg prometheus.Registerer) (*Relay, error) {
 		published: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "published_total",
 			Help: "Messages acknowledged by the broker and marked SENT."}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "failed_attempts_total",
-			Help: "Failed publish attempts, by error class: retriable, permanent or unavailable."}, []string{"class"}),
+			Help: "Failed publish attempts, by error class: retriable, permanent, unavailable or topic_unavailable."}, []string{"class"}),
 		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "dead_lettered_total",
 			Help: "Messages moved to DEAD_LETTER."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Subsystem: "relay", Name: "fenced_total",
@@ -76,8 +78,8 @@ func NewRelay(reg prometheus.Registerer) (*Relay, error) {
 			return nil, err
 		}
 	}
-	for _, class := range []string{"retriable", "permanent", "unavailable"} {
-		m.failed.WithLabelValues(class)
+	for _, class := range []sink.Class{sink.Retriable, sink.Permanent, sink.Unavailable, sink.TopicUnavailable} {
+		m.failed.WithLabelValues(class.String())
 	}
 	return m, nil
 }
@@ -92,23 +94,13 @@ func (m *Relay) Hooks() relay.Hooks {
 			m.lastPublished.SetToCurrentTime()
 		},
 		Failed: func(_ outbox.Record, err error, dead bool) {
-			m.failed.WithLabelValues(className(sink.Classify(err))).Inc()
+			m.failed.WithLabelValues(sink.Classify(err).String()).Inc()
 			if dead {
 				m.deadLettered.Inc()
 			}
 		},
 		Fenced: func(n int) { m.fenced.Add(float64(n)) },
 	}
-}
-
-func className(c sink.Class) string {
-	switch c {
-	case sink.Permanent:
-		return "permanent"
-	case sink.Unavailable:
-		return "unavailable"
-	}
-	return "retriable"
 }
 
 // Snapshot is the state of the outbox table that the gauges export.

@@ -109,6 +109,8 @@ type queries struct {
 	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
 
 	partitionCheck, partitionAttempts string
+
+	topicsReport, statsTopics string
 }
 
 //go:embed queries/*.sql
@@ -170,6 +172,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.republishBatch, "republish_batch.sql"},
 		{&o.q.partitionCheck, "partition_check.sql"},
 		{&o.q.partitionAttempts, "partition_attempts.sql"},
+		{&o.q.topicsReport, "topics_report.sql"},
+		{&o.q.statsTopics, "stats_topics.sql"},
 	} {
 		b, err := queryFiles.ReadFile("queries/" + f.file)
 		if err != nil {

@@ -76,6 +76,11 @@ type Stats struct {
 	// Ops has no such earlier Stats, as in a one-off "outbox stats"); 0
 	// without a cursor.
 	CursorSentLastMinute int64
+
+	// Topics are the topics the running relays reported in the last
+	// minute ([Ops.ReportTopics]): those that cannot take records first,
+	// then the others by name. Empty when no relay reports.
+	Topics []Topic
 }
 
 // BlockedAggregate is an aggregate held back by a dead letter.
@@ -162,6 +167,7 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		}
 		return rows.Err()
 	})
+	o.queueTopics(b, &s)
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stats{}, fmt.Errorf("ops: stats: %w", err)
 	}

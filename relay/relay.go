@@ -554,6 +554,10 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 		case sink.Unavailable:
 			unavailable = true
 			f.Delay = r.backoff.next()
+		case sink.TopicUnavailable:
+			// Not the message's fault, nor the whole broker's: the message
+			// waits for its topic, and the relay goes on with the others.
+			f.Delay = sink.TopicRetryDelay(err, time.Now())
 		case sink.Permanent:
 			f.CountAttempt, f.Dead = true, true
 		default:
@@ -644,7 +648,7 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 			case f.CountAttempt:
 				r.log.Warn("publish failed; retry scheduled", append(attrs, slog.Duration("retry_in", f.Delay))...)
 			default:
-				r.log.Debug("broker unavailable; retry scheduled", append(attrs, slog.Duration("retry_in", f.Delay))...)
+				r.log.Debug("not the message's fault; retry scheduled without counting an attempt", append(attrs, slog.Duration("retry_in", f.Delay))...)
 			}
 			if r.cfg.Hooks.Failed != nil {
 				r.cfg.Hooks.Failed(rec, failedErrs[i], f.Dead)

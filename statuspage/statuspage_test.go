@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/ops"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/statuspage"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -187,5 +189,35 @@ func TestStatusPage_RequireTokenToView(t *testing.T) {
 	}
 	if _, err := statuspage.New(statuspage.Config{Ops: o, RequireTokenToView: true}); err == nil {
 		t.Error("RequireTokenToView without a Token accepted")
+	}
+}
+
+// The page lists the topics the relays reported, one that cannot take
+// records marked with its reason and fix.
+func TestStatusPage_ShowsTopics(t *testing.T) {
+	t.Parallel()
+	o, _ := seed(t)
+	err := o.ReportTopics(context.Background(), "relay-1", []sink.TopicStatus{
+		{Topic: "orders", Published: 3, PublishedLastHour: 3, LastPublishedAt: time.Now()},
+		{Topic: "invoices", UnavailableSince: time.Now(), Reason: "UNKNOWN_TOPIC_OR_PARTITION", Fix: "create the topic"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(serve(t, statuspage.Config{Ops: o}) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	page := string(body)
+	for _, want := range []string{`data-topic="invoices"`, "cannot take records since", "UNKNOWN_TOPIC_OR_PARTITION", "create the topic",
+		`data-topic="orders"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Index(page, `data-topic="invoices"`) > strings.Index(page, `data-topic="orders"`) {
+		t.Error("the unavailable topic is not listed first")
 	}
 }

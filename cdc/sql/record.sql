@@ -13,16 +13,17 @@
 -- primary key; the seqs of failures and of acknowledged messages are
 -- disjoint.
 --
--- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter;
--- $5 deferred aggregate types, $6 aggregate ids, $7 reasons; $8 acknowledged
--- seqs.
+-- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter,
+-- $9 count the attempt (false when the message's topic could not take
+-- records: not the message's fault); $5 deferred aggregate types, $6
+-- aggregate ids, $7 reasons; $8 acknowledged seqs.
 WITH failed AS (
     UPDATE {{schema}}.outbox_messages m
-    SET attempts = m.attempts + 1,
+    SET attempts = m.attempts + CASE WHEN f.count_attempt THEN 1 ELSE 0 END,
         status = CASE WHEN f.dead THEN 'DEAD_LETTER' ELSE 'FAILED' END,
         next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
         last_error = f.error
-    FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f (seq, error, delay_ms, dead)
+    FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[], $9::bool[]) AS f (seq, error, delay_ms, dead, count_attempt)
     WHERE m.seq = f.seq
       AND m.status = 'PENDING'
       AND m.lease_token IS NULL

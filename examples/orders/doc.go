@@ -1,11 +1,11 @@
-// Package orders is the order system of the seeds, built on this toolkit:
+// Package orders is the reference order system, built on this toolkit:
 // an order service that writes each order and its events in one
 // transaction, the relay that publishes them, and two idempotent consumers,
 // billing and inventory. Each part runs as a process of its own:
 //
 //	outbox migrate                      # the outbox tables
 //	outbox example orders --listen 127.0.0.1:8080
-//	outbox relay --kafka-auto-create-topics
+//	outbox relay
 //	outbox example billing
 //	outbox example inventory
 //

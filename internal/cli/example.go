@@ -67,7 +67,7 @@ documents the events.`,
 		Example: `  export OUTBOX_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test
   outbox migrate
   outbox broker &
-  outbox relay --kafka-auto-create-topics &
+  outbox relay &
   outbox example billing &
   outbox example inventory &
   outbox example orders --listen 127.0.0.1:8080`,

@@ -45,7 +45,7 @@ func addKafkaFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 	fs.StringVar(&k.clientID, "kafka-client-id", kafka.DefaultClientID, "Kafka client `id`, shown in broker logs and quotas")
 	fs.StringVar(&k.defaultTopic, "default-topic", kafka.DefaultTopic, "`topic` of events that name none and match no --topic-route")
 	fs.StringSliceVar(&k.topicRoutes, "topic-route", nil, "route events without a topic by aggregate type: `AggregateType=topic` (repeatable, or comma-separated)")
-	fs.BoolVar(&k.autoCreateTopics, "kafka-auto-create-topics", false, "let the producer ask the broker to create missing topics (the broker must allow it)")
+	fs.BoolVar(&k.autoCreateTopics, "kafka-auto-create-topics", false, "let the producer ask the broker to create missing topics (the broker must allow it). Off by default, so that a mistyped topic does not become a new topic: messages for a missing topic wait until it exists. 'outbox broker' creates topics on first use without it")
 	fs.IntVar(&k.maxMessageBytes, "kafka-max-message-bytes", kafka.DefaultMaxMessageBytes, "largest record batch the producer builds, in `bytes`; at most the topics' max.message.bytes")
 	fs.DurationVar(&k.deliveryTimeout, "kafka-delivery-timeout", kafka.DefaultDeliveryTimeout, "how long a record may wait in the producer, retries included")
 	fs.DurationVar(&k.requestTimeout, "kafka-request-timeout", kafka.DefaultRequestTimeout, "how long a broker may take to answer a produce request")

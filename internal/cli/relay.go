@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -127,10 +128,15 @@ Delivery is at least once, in order per aggregate; several relays can run
 at once against one database.
 
 A failed publish is retried with exponential backoff (--retry-base,
---retry-max); after --max-attempts failures, or at once for an error the
-broker will never accept, the event becomes DEAD_LETTER and later events of
-its aggregate wait. An unreachable broker pauses the relay without counting
-attempts.
+--retry-max); after --max-attempts failures, or at once for an event the
+broker will never accept (too large, invalid), the event becomes
+DEAD_LETTER and later events of its aggregate wait. An unreachable broker
+pauses the relay without counting attempts. A topic that does not exist
+(or that the relay may not write to) is configuration, not the event's
+fault: its events wait, in order and without counting attempts, and go out
+once it exists; the relay logs the topic and the fix, /readyz is not ready,
+and 'outbox stats' and the status page show it. The relay does not ask the
+broker to create topics unless --kafka-auto-create-topics.
 
 The relay runs until SIGINT or SIGTERM. It then stops claiming, waits up to
 --shutdown-timeout for outstanding acks, gives unsent events back, and exits
@@ -143,8 +149,8 @@ With --mode cdc the relay reads the outbox inserts from the WAL by logical
 replication instead of polling (PostgreSQL needs wal_level=logical): same
 events, same Kafka records, lower latency. One relay per --slot streams, the
 others wait as standbys. See docs/cdc.md.`,
-		Example: `  # Against a local 'outbox broker':
-  outbox relay --database-url postgres://app@localhost:5432/app --kafka-auto-create-topics
+		Example: `  # Against a local 'outbox broker' (it creates topics on first use):
+  outbox relay --database-url postgres://app@localhost:5432/app
 
   # In production, configured from the environment:
   export OUTBOX_DATABASE_URL=postgres://relay@db:5432/app
@@ -197,7 +203,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		}
 	}()
 	cfg := rf.config(st, snk, a.logger)
-	adm, err := a.startAdmin(ctx, af, pool, snk.Ping, nil)
+	adm, err := a.startAdmin(ctx, af, pool, snk, cfg.ID, nil)
 	if err != nil {
 		return err
 	}
@@ -220,17 +226,29 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 	if err := a.ping(ctx, pool); err != nil {
 		return err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
-	err = snk.Ping(pingCtx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
-	}
+	a.checkKafka(ctx, snk)
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("relay %s: %w", r.ID(), err)
 	}
 	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
+}
+
+// checkKafka checks, at start, that a broker answers and that the topics
+// the flags name exist, and logs what is wrong; the relay starts either
+// way, since it waits for the broker and for missing topics.
+func (a *app) checkKafka(ctx context.Context, snk *kafka.Sink) {
+	check, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
+	defer cancel()
+	if err := snk.Ping(check); err != nil {
+		if ctx.Err() == nil {
+			a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
+		}
+		return
+	}
+	if _, err := snk.CheckTopics(check); err != nil && ctx.Err() == nil {
+		a.logger.Warn("could not check the configured topics", slog.Any("error", err))
+	}
 }
 
 // offIfZero maps a flag's explicit 0 ("off", "any rate") to relay.Config's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +16,8 @@ import (
 	"github.com/outbox-dev/outbox/metrics"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/statuspage"
 )
 
@@ -43,10 +46,12 @@ type relayAdmin struct {
 	close func()
 }
 
-// startAdmin starts the admin endpoint (metrics, health, status page) and
-// the retention loop, as the flags say. The relay's hooks feed the metrics.
-// extra, if not nil, registers mode-specific metrics (the CDC slot's lag).
-func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool, kafkaPing admin.Check, extra func(prometheus.Registerer) error) (*relayAdmin, error) {
+// startAdmin starts the admin endpoint (metrics, health, status page), the
+// retention loop, as the flags say, and the reports of the sink's topics to
+// the database (for 'outbox stats' and every status page). The relay's
+// hooks feed the metrics. extra, if not nil, registers mode-specific
+// metrics (the CDC slot's lag).
+func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool, snk *kafka.Sink, relayID string, extra func(prometheus.Registerer) error) (*relayAdmin, error) {
 	res := &relayAdmin{close: func() {}}
 	var cleanupAge time.Duration
 	if f.cleanupOlderThan != "" {
@@ -58,9 +63,6 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 		if f.cleanupInterval <= 0 {
 			return nil, flagError("cleanup-interval", "must be positive, not %s", f.cleanupInterval)
 		}
-	}
-	if f.metricsAddr == "off" && cleanupAge == 0 {
-		return res, nil
 	}
 	o, err := ops.New(pool, ops.Config{Schema: a.schema, Logger: a.logger})
 	if err != nil {
@@ -74,6 +76,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 			s()
 		}
 	}
+	stops = append(stops, a.reportTopics(bg, o, snk, relayID))
 	if cleanupAge > 0 {
 		done := make(chan struct{})
 		go func() {
@@ -110,6 +113,10 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 		res.close()
 		return nil, err
 	}
+	if err := metrics.NewTopics(reg, snk.Topics); err != nil {
+		res.close()
+		return nil, err
+	}
 	if extra != nil {
 		if err := extra(reg); err != nil {
 			res.close()
@@ -118,7 +125,8 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 	}
 	srv, err := admin.New(admin.Config{Addr: f.metricsAddr, Gatherer: reg, Logger: a.logger, Checks: map[string]admin.Check{
 		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
-		"kafka":    kafkaPing,
+		"kafka":    snk.Ping,
+		"topics":   func(context.Context) error { return topicsReady(snk.Topics()) },
 	}})
 	if err != nil {
 		res.close()
@@ -158,4 +166,52 @@ func metricsSnapshot(s ops.Stats) metrics.Snapshot {
 			SavedAge: max(c.At.Sub(c.SavedAt), 0), LagMessages: c.LagMessages, LagAge: c.LagAge}
 	}
 	return m
+}
+
+// topicReportEvery is how often a relay reports its sink's topics to the
+// database (ops.ReportTopics).
+const topicReportEvery = 10 * time.Second
+
+// reportTopics reports the sink's topics every topicReportEvery until ctx
+// is done, and once more then; the returned func waits for that.
+func (a *app) reportTopics(ctx context.Context, o *ops.Ops, snk *kafka.Sink, relayID string) (wait func()) {
+	done := make(chan struct{})
+	report := func(ctx context.Context) {
+		if err := o.ReportTopics(ctx, relayID, snk.Topics()); err != nil && ctx.Err() == nil {
+			a.logger.Debug("reporting the topics", slog.Any("error", err))
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(topicReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				last, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				report(last)
+				cancel()
+				return
+			case <-t.C:
+				report(ctx)
+			}
+		}
+	}()
+	return func() { <-done }
+}
+
+// topicsReady is the readiness of the topics: an error naming each topic
+// that cannot take records, with the broker's reason and the fix.
+func topicsReady(topics []sink.TopicStatus) error {
+	var bad []string
+	for _, t := range topics {
+		if t.Unavailable() {
+			bad = append(bad, fmt.Sprintf("%s (%s since %s: %s)", t.Topic, t.Reason,
+				t.UnavailableSince.UTC().Format(time.RFC3339), t.Fix))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("topics that cannot take records, their messages wait: %s", strings.Join(bad, "; "))
 }

@@ -149,7 +149,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	}
 	// Health, the relay's and the table's metrics, the slot's lag, and the
 	// status page.
-	adm, err := a.startAdmin(ctx, af, pool, snk.Ping, func(reg prometheus.Registerer) error {
+	adm, err := a.startAdmin(ctx, af, pool, snk, r.ID(), func(reg prometheus.Registerer) error {
 		return metrics.NewSlotLag(reg, r.Slot(), func(ctx context.Context) (metrics.SlotLag, error) {
 			l, err := r.Lag(ctx)
 			return metrics.SlotLag{Bytes: l.Bytes, Age: l.Age, Active: l.Active}, err
@@ -174,12 +174,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	if err := a.ping(ctx, pool); err != nil {
 		return err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
-	err = snk.Ping(pingCtx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
-	}
+	a.checkKafka(ctx, snk)
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("relay %s: %w", r.ID(), err)
 	}

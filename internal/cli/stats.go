@@ -92,6 +92,28 @@ type statsOutput struct {
 	Cursor                 cursorJSON             `json:"cursor"`
 	CursorSent             int64                  `json:"cursorSent"`
 	CursorSentLastMinute   int64                  `json:"cursorSentLastMinute"`
+	Topics                 []topicJSON            `json:"topics"`
+}
+
+type topicJSON struct {
+	Topic             string     `json:"topic"`
+	PublishedLastHour int64      `json:"publishedLastHour"`
+	LastPublishedAt   *time.Time `json:"lastPublishedAt"`
+	Unavailable       bool       `json:"unavailable"`
+	UnavailableSince  *time.Time `json:"unavailableSince,omitempty"`
+	Reason            string     `json:"reason,omitempty"`
+	Fix               string     `json:"fix,omitempty"`
+}
+
+func newTopicJSON(t ops.Topic) topicJSON {
+	out := topicJSON{Topic: t.Topic, PublishedLastHour: t.PublishedLastHour, Unavailable: t.Unavailable(), Reason: t.Reason, Fix: t.Fix}
+	if !t.LastPublishedAt.IsZero() {
+		out.LastPublishedAt = &t.LastPublishedAt
+	}
+	if t.Unavailable() {
+		out.UnavailableSince = &t.UnavailableSince
+	}
+	return out
 }
 
 type blockedAggregateJSON struct {
@@ -116,6 +138,10 @@ func statsJSON(s ops.Stats) statsOutput {
 		Blocked:           []blockedAggregateJSON{}, TopFailing: []failingEventTypeJSON{},
 		Mode: s.Cursor.Mode, Cursor: newCursorJSON(s.Cursor),
 		CursorSent: s.CursorSent, CursorSentLastMinute: s.CursorSentLastMinute,
+		Topics: []topicJSON{},
+	}
+	for _, t := range s.Topics {
+		out.Topics = append(out.Topics, newTopicJSON(t))
 	}
 	for st, n := range s.Counts {
 		out.Counts[string(st)] = n
@@ -156,6 +182,7 @@ func printStats(w io.Writer, s ops.Stats) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Blocked aggregates: %d\n", s.BlockedAggregates)
 	printCursor(w, s.Cursor)
+	printTopics(w, s)
 	if len(s.Blocked) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -174,4 +201,29 @@ func printStats(w io.Writer, s ops.Stats) {
 		}
 		tw.Flush()
 	}
+}
+
+// printTopics lists the topics the running relays reported, those that
+// cannot take records first.
+func printTopics(w io.Writer, s ops.Stats) {
+	fmt.Fprintln(w)
+	if len(s.Topics) == 0 {
+		fmt.Fprintln(w, "Topics:             none reported by a relay in the last minute")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPUBLISHED LAST HOUR\tLAST PUBLISHED\tSTATE")
+	for _, t := range s.Topics {
+		last := "never"
+		if !t.LastPublishedAt.IsZero() {
+			last = max(s.At.Sub(t.LastPublishedAt), 0).Round(time.Second).String() + " ago"
+		}
+		state := "ok"
+		if t.Unavailable() {
+			state = fmt.Sprintf("CANNOT TAKE RECORDS since %s ago: %s; its messages wait (%s)",
+				max(s.At.Sub(t.UnavailableSince), 0).Round(time.Second), t.Reason, t.Fix)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", t.Topic, t.PublishedLastHour, last, state)
+	}
+	tw.Flush()
 }

@@ -54,3 +54,30 @@ func TestStats_BadTopIsAUsageError(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
 }
+
+// The topics the running relays reported show in stats, the one that
+// cannot take records first with its reason and fix, in text and JSON.
+func TestStats_ShowsReportedTopics(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	f.exec(t, `INSERT INTO {{schema}}.outbox_topics (relay_id, topic, published_last_hour, last_published_at, unavailable_since, reason, fix)
+		VALUES ('r1', 'orders', 12, now() - interval '5 seconds', NULL, '', ''),
+		       ('r1', 'ordrs', 0, NULL, now() - interval '1 minute', 'UNKNOWN_TOPIC_OR_PARTITION', 'create the topic')`)
+	out := f.mustRun(t, exitOK, "stats").stdout
+	for _, want := range []string{
+		"ordrs   0                    never           CANNOT TAKE RECORDS since 1m0s ago: UNKNOWN_TOPIC_OR_PARTITION; its messages wait (create the topic)",
+		"orders  12                   5s ago          ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats output lacks %q:\n%s", want, out)
+		}
+	}
+	var got statsOutput
+	if err := json.Unmarshal([]byte(f.mustRun(t, exitOK, "stats", "--json").stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Topics) != 2 || got.Topics[0].Topic != "ordrs" || !got.Topics[0].Unavailable || got.Topics[0].Reason != "UNKNOWN_TOPIC_OR_PARTITION" ||
+		got.Topics[1].PublishedLastHour != 12 || got.Topics[1].Unavailable {
+		t.Errorf("stats --json topics = %+v", got.Topics)
+	}
+}

@@ -30,7 +30,9 @@ const (
 	// UnknownTopicRetries is how many metadata refreshes the producer waits
 	// for a topic that the cluster says does not exist before it fails the
 	// topic's records with UNKNOWN_TOPIC_OR_PARTITION. Refreshes are at
-	// least a second apart, so that takes a few seconds.
+	// least a second apart, so that takes a few seconds; after that the
+	// sink refuses the topic's records at once until a metadata request
+	// (every second) finds the topic.
 	UnknownTopicRetries = 3
 )
 
@@ -56,9 +58,14 @@ type Config struct {
 	Route func(outbox.Record) string
 	// AllowAutoTopicCreation lets the producer ask the broker to create a
 	// missing topic (the broker must allow it too). Defaults to false: on a
-	// real cluster topics are created on purpose, and a record for an
-	// unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION, a permanent
-	// error, after [UnknownTopicRetries] metadata refreshes.
+	// real cluster topics are created on purpose, so that a mistyped topic
+	// does not silently become a new topic no consumer reads. A record for
+	// a missing topic then fails with a [sink.TopicError]
+	// (UNKNOWN_TOPIC_OR_PARTITION): its message waits, without counting an
+	// attempt, until the topic exists. The development broker ([broker])
+	// creates topics on first use without being asked.
+	//
+	// [broker]: github.com/outbox-dev/outbox/broker
 	AllowAutoTopicCreation bool
 	// Linger is how long a partition waits for more records before it
 	// sends a batch. Defaults to 0: send at once. Publish hands a whole

@@ -22,8 +22,16 @@
 // A message's Topic wins; without one, Config.Route decides, then
 // Config.TopicByAggregateType, then Config.DefaultTopic ("outbox.events").
 // Topics are expected to exist: with auto creation off (the default), a
-// record for a missing topic fails with UNKNOWN_TOPIC_OR_PARTITION, a
-// permanent error.
+// record for a missing topic fails with a [sink.TopicError]
+// (UNKNOWN_TOPIC_OR_PARTITION), which is not the message's fault: the
+// relay keeps the message waiting, in order and without counting an
+// attempt, and the other topics flow. The sink logs such a topic at most
+// every 30 seconds with the fix, refuses its records at once instead of
+// waiting for metadata each time, and asks the cluster every second
+// whether it exists now. [Sink.CheckTopics] checks the configured topics
+// at start; [Sink.Topics] reports each topic's state and counts, and the
+// first acknowledgement of each topic is logged once, so that a mistyped
+// topic shows.
 //
 // # Delivery
 //
@@ -35,11 +43,13 @@
 //
 // # Errors
 //
-// [ClassifyError] sorts produce errors into the classes of package sink:
-// refusals that retrying cannot fix ([sink.ErrPermanent], such as
-// MESSAGE_TOO_LARGE or an unknown topic), an unreachable or silent cluster
-// ([sink.ErrUnavailable]), and the rest (retriable). Error texts keep the
-// broker's reason.
+// [ClassifyError] sorts produce errors into the classes of package sink by
+// whose fault they are: a record that is itself bad ([sink.ErrPermanent],
+// such as MESSAGE_TOO_LARGE), a topic that cannot take records now
+// ([sink.TopicError], such as UNKNOWN_TOPIC_OR_PARTITION or
+// TOPIC_AUTHORIZATION_FAILED), an unreachable or silent cluster or one
+// that refuses the client as a whole ([sink.ErrUnavailable]), and the
+// rest (retriable). Error texts keep the broker's reason.
 //
 // # Security
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,77 +15,111 @@ import (
 	"github.com/outbox-dev/outbox/sink"
 )
 
-// permanentErrors are broker refusals that retrying the same record cannot
-// fix. Some of them are flagged retriable by Kafka (CORRUPT_MESSAGE,
-// UNKNOWN_TOPIC_OR_PARTITION), but franz-go already retried them before it
-// gave up on the record: UNKNOWN_TOPIC_OR_PARTITION reaches us only after
-// [UnknownTopicRetries] metadata refreshes found no such topic.
-var permanentErrors = []*kerr.Error{
-	kerr.MessageTooLarge,
-	kerr.RecordListTooLarge,
-	kerr.InvalidTopicException,
-	kerr.UnknownTopicOrPartition,
-	kerr.UnknownTopicID,
-	kerr.TopicAuthorizationFailed,
-	kerr.TransactionalIDAuthorizationFailed,
-	kerr.InvalidRecord,
-	kerr.CorruptMessage,
-	kerr.UnsupportedForMessageFormat,
-	kerr.InvalidRequiredAcks,
-	kerr.PolicyViolation,
+// codeClass is how a Kafka error code is treated, and, for the codes that
+// concern a topic, what an operator does about it.
+type codeClass struct {
+	class sink.Class
+	fix   string
 }
 
-// unavailableErrors are broker errors that concern the whole client, not
-// the record: with them every record fails alike, so dead-lettering would
-// empty the outbox into the dead letters. They are treated like an
-// unreachable broker: the relay backs off without counting attempts until
-// an operator fixes the credentials or ACLs.
-var unavailableErrors = []*kerr.Error{
-	kerr.SaslAuthenticationFailed,
-	kerr.UnsupportedSaslMechanism,
-	kerr.IllegalSaslState,
-	// The idempotent producer needs IDEMPOTENT_WRITE on the cluster (before
-	// Kafka 3.0); without it every record fails with this error.
-	kerr.ClusterAuthorizationFailed,
+// Fixes of the topic-level errors, as TopicError.Fix says them.
+const (
+	fixMissingTopic = "create the topic, or fix the route that names it; with the development broker (outbox broker) topics are created on first use"
+	fixTopicACL     = "grant the relay's principal WRITE and DESCRIBE on the topic"
+	fixReplicas     = "bring the partition's replicas back (its leader, min.insync.replicas)"
+	fixFormat       = "the topic's message.format.version is older than 0.11: raise it, since records carry headers"
+)
+
+// codeClasses are the produce errors whose class does not follow from
+// Kafka's retriable flag alone. The rule: only a record that is itself at
+// fault is Permanent; a topic that cannot take records now is
+// TopicUnavailable (the record waits, and other topics flow); a problem of
+// the client as a whole (credentials, cluster ACLs, settings) is
+// Unavailable (the relay pauses). A code not listed is Unavailable when
+// Kafka flags it retriable (a transient state of the cluster, which
+// franz-go already retried) and Retriable otherwise: an error nobody
+// expected counts an attempt, so that a record it concerns ends as a dead
+// letter after the relay's maximum attempts rather than blocking forever.
+var codeClasses = map[int16]codeClass{
+	// The record itself.
+	kerr.MessageTooLarge.Code:             {class: sink.Permanent},
+	kerr.RecordListTooLarge.Code:          {class: sink.Permanent},
+	kerr.InvalidRecord.Code:               {class: sink.Permanent},
+	kerr.CorruptMessage.Code:              {class: sink.Permanent},
+	kerr.InvalidTimestamp.Code:            {class: sink.Permanent},
+	kerr.InvalidTopicException.Code:       {class: sink.Permanent},
+	kerr.PolicyViolation.Code:             {class: sink.Permanent},
+	kerr.DuplicateSequenceNumber.Code:     {class: sink.Retriable},
+	kerr.UnknownServerError.Code:          {class: sink.Retriable},
+	kerr.OutOfOrderSequenceNumber.Code:    {class: sink.Retriable},
+	kerr.InvalidProducerEpoch.Code:        {class: sink.Retriable},
+	kerr.UnknownProducerID.Code:           {class: sink.Retriable},
+	kerr.InvalidProducerIDMapping.Code:    {class: sink.Retriable},
+	kerr.ProducerFenced.Code:              {class: sink.Retriable},
+	kerr.UnsupportedForMessageFormat.Code: {class: sink.TopicUnavailable, fix: fixFormat},
+
+	// The topic.
+	kerr.UnknownTopicOrPartition.Code:      {class: sink.TopicUnavailable, fix: fixMissingTopic},
+	kerr.UnknownTopicID.Code:               {class: sink.TopicUnavailable, fix: fixMissingTopic},
+	kerr.TopicAuthorizationFailed.Code:     {class: sink.TopicUnavailable, fix: fixTopicACL},
+	kerr.LeaderNotAvailable.Code:           {class: sink.TopicUnavailable, fix: fixReplicas},
+	kerr.NotLeaderForPartition.Code:        {class: sink.TopicUnavailable, fix: fixReplicas},
+	kerr.NotEnoughReplicas.Code:            {class: sink.TopicUnavailable, fix: fixReplicas},
+	kerr.NotEnoughReplicasAfterAppend.Code: {class: sink.TopicUnavailable, fix: fixReplicas},
+	kerr.KafkaStorageError.Code:            {class: sink.TopicUnavailable, fix: fixReplicas},
+
+	// The client as a whole.
+	kerr.SaslAuthenticationFailed.Code:           {class: sink.Unavailable},
+	kerr.UnsupportedSaslMechanism.Code:           {class: sink.Unavailable},
+	kerr.IllegalSaslState.Code:                   {class: sink.Unavailable},
+	kerr.ClusterAuthorizationFailed.Code:         {class: sink.Unavailable},
+	kerr.TransactionalIDAuthorizationFailed.Code: {class: sink.Unavailable},
+	kerr.InvalidRequiredAcks.Code:                {class: sink.Unavailable},
+	kerr.UnsupportedVersion.Code:                 {class: sink.Unavailable},
 }
 
-// retriableErrors are flagged not retriable by Kafka but are worth another
-// attempt: an unexpected broker failure, and producer-id trouble that
-// franz-go recovers from by taking a new producer id.
-var retriableErrors = []*kerr.Error{
-	kerr.UnknownServerError,
-	kerr.OutOfOrderSequenceNumber,
-	kerr.UnknownProducerID,
-	kerr.InvalidProducerEpoch,
-	kerr.InvalidProducerIDMapping,
-	kerr.ProducerFenced,
+// classOf returns how ke is treated.
+func classOf(ke *kerr.Error) codeClass {
+	if c, ok := codeClasses[ke.Code]; ok {
+		return c
+	}
+	if ke.Retriable {
+		return codeClass{class: sink.Unavailable}
+	}
+	return codeClass{class: sink.Retriable}
 }
 
-// ClassifyError tells the relay how to treat a produce error (see
-// [sink.Classify]). It returns:
+// ClassifyError tells the relay how to treat a produce error (see the
+// package doc of sink). It returns:
 //
-//   - an error wrapping [sink.ErrPermanent] for a broker refusal that
-//     retrying cannot fix: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
-//     INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION (after the
-//     producer's unknown-topic retries), TOPIC_AUTHORIZATION_FAILED,
-//     INVALID_RECORD, CORRUPT_MESSAGE, POLICY_VIOLATION, ... and any other
-//     Kafka error that Kafka does not flag retriable, except those below;
+//   - an error wrapping [sink.ErrPermanent] when the record itself is at
+//     fault: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+//     CORRUPT_MESSAGE, INVALID_TIMESTAMP, INVALID_TOPIC_EXCEPTION (a topic
+//     name Kafka cannot have), POLICY_VIOLATION;
+//   - a [*sink.TopicError] when the record's topic cannot take records now:
+//     UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID (the topic does not
+//     exist, yet or any more), TOPIC_AUTHORIZATION_FAILED,
+//     LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS,
+//     KAFKA_STORAGE_ERROR, UNSUPPORTED_FOR_MESSAGE_FORMAT. Its Topic is
+//     empty: [Sink.Publish] fills it in;
 //   - an error wrapping [sink.ErrUnavailable] when the broker could not be
-//     reached or did not answer in time: context deadline or cancellation,
+//     reached or did not answer in time (context deadline or cancellation,
 //     franz-go's record timeout or retry limit, network errors, io.EOF,
-//     connection refused, a closed client; and client-wide authentication
-//     or authorization failures (SASL_AUTHENTICATION_FAILED,
-//     CLUSTER_AUTHORIZATION_FAILED), which fail every record alike;
-//   - err itself (retriable, counting an attempt) for Kafka errors flagged
-//     retriable (NOT_ENOUGH_REPLICAS, LEADER_NOT_AVAILABLE,
-//     REQUEST_TIMED_OUT, ...), UNKNOWN_SERVER_ERROR, producer-id errors, and
-//     anything unrecognised.
+//     connection refused, a closed client), when it refuses the client as
+//     a whole (SASL_AUTHENTICATION_FAILED, CLUSTER_AUTHORIZATION_FAILED,
+//     INVALID_REQUIRED_ACKS, UNSUPPORTED_VERSION), and for every other code
+//     Kafka flags retriable (REQUEST_TIMED_OUT, NETWORK_EXCEPTION, ...);
+//   - err itself (retriable, counting an attempt) for UNKNOWN_SERVER_ERROR,
+//     the producer-id errors franz-go recovers from, codes Kafka does not
+//     flag retriable and that are not listed above, and anything
+//     unrecognised.
 //
-// The wrapped error keeps err in its chain, so its text names the broker's
-// reason and errors.Is(result, kerr.MessageTooLarge) still holds. A nil err
+// The result keeps err in its chain, so its text names the broker's reason
+// and errors.Is(result, kerr.MessageTooLarge) still holds. A nil err
 // gives nil.
 func ClassifyError(err error) error {
-	if err == nil || errors.Is(err, sink.ErrPermanent) || errors.Is(err, sink.ErrUnavailable) {
+	if err == nil || errors.Is(err, sink.ErrPermanent) || errors.Is(err, sink.ErrUnavailable) ||
+		errors.Is(err, sink.ErrTopicUnavailable) {
 		return err
 	}
 	// Gave up waiting: the broker's last error, if any, is kept in the
@@ -93,16 +128,19 @@ func ClassifyError(err error) error {
 		return fmt.Errorf("%w: %w", sink.ErrUnavailable, err)
 	}
 	if ke, ok := errors.AsType[*kerr.Error](err); ok {
-		switch {
-		case isOneOf(ke, unavailableErrors):
-			return fmt.Errorf("%w: %w", sink.ErrUnavailable, err)
-		case isOneOf(ke, retriableErrors):
-			return err
-		case isOneOf(ke, permanentErrors), !ke.Retriable:
+		c := classOf(ke)
+		switch c.class {
+		case sink.Permanent:
 			return fmt.Errorf("%w: %w", sink.ErrPermanent, err)
-		default:
-			return err
+		case sink.Unavailable:
+			return fmt.Errorf("%w: %w", sink.ErrUnavailable, err)
+		case sink.TopicUnavailable:
+			return &sink.TopicError{Err: err, Fix: c.fix}
 		}
+		return err
+	}
+	if isMissingPartition(err) {
+		return &sink.TopicError{Err: err, Fix: fixMissingTopic}
 	}
 	if isUnavailable(err) {
 		return fmt.Errorf("%w: %w", sink.ErrUnavailable, err)
@@ -110,13 +148,11 @@ func ClassifyError(err error) error {
 	return err
 }
 
-func isOneOf(ke *kerr.Error, list []*kerr.Error) bool {
-	for _, e := range list {
-		if ke.Code == e.Code {
-			return true
-		}
-	}
-	return false
+// isMissingPartition reports whether err is franz-go's (unexported) error
+// for a topic whose metadata lost a partition the producer was using: the
+// topic was deleted, or deleted and created again with fewer partitions.
+func isMissingPartition(err error) bool {
+	return strings.Contains(err.Error(), "metadata update is missing a partition")
 }
 
 // isGaveUp reports whether err says the caller or the producer stopped

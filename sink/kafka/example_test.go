@@ -2,11 +2,14 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
@@ -14,11 +17,13 @@ import (
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
-// Publish outbox records to Kafka (here an embedded broker) and sort the
-// outcomes the way the relay does. The second record names a topic that does
-// not exist; with auto creation off (the default) that is a permanent error.
+// Publish outbox records to Kafka (here an embedded broker that, like a
+// production cluster, does not create topics) and sort the outcomes the way
+// the relay does. The second record names a topic that does not exist: not
+// the message's fault, so it waits for the topic instead of becoming a dead
+// letter.
 func Example() {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", SeedTopics: []string{"orders"}})
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", SeedTopics: []string{"orders"}, NoAutoCreateTopics: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,6 +33,7 @@ func Example() {
 		Brokers:              b.Addrs(),
 		TopicByAggregateType: map[string]string{"Order": "orders"},
 		Security:             kafka.Security{}, // TLS and SASL go here
+		Logger:               slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -52,6 +58,8 @@ func Example() {
 		switch sink.Classify(err) {
 		case sink.Permanent:
 			fmt.Printf("%s: dead letter\n", recs[i].AggregateID)
+		case sink.TopicUnavailable:
+			fmt.Printf("%s: waits for its topic (%v)\n", recs[i].AggregateID, errors.Is(err, kerr.UnknownTopicOrPartition))
 		case sink.Unavailable:
 			fmt.Printf("%s: broker down, retry later\n", recs[i].AggregateID)
 		default:
@@ -64,5 +72,5 @@ func Example() {
 	}
 	// Output:
 	// order-42: published to orders
-	// order-43: dead letter
+	// order-43: waits for its topic (true)
 }

@@ -31,6 +31,12 @@ type Sink struct {
 	// that two records retried alone (a poison and a record that shared
 	// its batch) never share a batch again.
 	alone chan struct{}
+
+	// topics is what the sink knows of each topic; probing ends when
+	// probeDone is closed (Close), and probeExited is closed after.
+	topics      *topicBook
+	probeDone   chan struct{}
+	probeExited chan struct{}
 }
 
 // copyKey identifies a record in the producer: its topic and event id.
@@ -94,7 +100,10 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new client: %w", err)
 	}
-	return &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending), alone: make(chan struct{}, 1)}, nil
+	s := &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending), alone: make(chan struct{}, 1),
+		topics: newTopicBook(cfg.Logger), probeDone: make(chan struct{}), probeExited: make(chan struct{})}
+	go s.probeMissing()
+	return s, nil
 }
 
 // Topic returns the topic rec is published to: the message's own Topic if
@@ -152,20 +161,52 @@ func (s *Sink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	if len(recs) == 0 {
 		return errs
 	}
+	now := time.Now()
 	topics := make([]string, len(recs))
-	krecs := make([]*kgo.Record, len(recs))
+	var krecs []*kgo.Record
+	var produced []int // index in recs of each of krecs
 	for i, rec := range recs {
 		topics[i] = s.Topic(rec)
-		krecs[i] = Record(rec, topics[i])
-	}
-	s.produce(ctx, krecs, errs)
-	s.retryTooLarge(ctx, recs, topics, errs)
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = ClassifyError(fmt.Errorf("kafka: publish message %s to topic %s: %w", recs[i].ID, topics[i], err))
+		if te := s.topics.blocked(topics[i], now); te != nil {
+			errs[i] = te
+			continue
 		}
+		krecs = append(krecs, Record(rec, topics[i]))
+		produced = append(produced, i)
 	}
+	perr := make([]error, len(krecs))
+	s.produce(ctx, krecs, perr)
+	for j, i := range produced {
+		errs[i] = perr[j]
+	}
+	s.retryTooLarge(ctx, recs, topics, errs)
+	s.settleTopics(recs, topics, errs)
 	return errs
+}
+
+// settleTopics counts the acknowledged records by topic and classifies the
+// errors: a topic error gets its topic, and the topic book learns of it.
+func (s *Sink) settleTopics(recs []outbox.Record, topics []string, errs []error) {
+	now := time.Now()
+	acked := make(map[string]int)
+	for i, err := range errs {
+		if err == nil {
+			acked[topics[i]]++
+			continue
+		}
+		if _, done := errors.AsType[*sink.TopicError](err); done {
+			continue // refused by the book, which counted it
+		}
+		err = ClassifyError(err)
+		if te, ok := errors.AsType[*sink.TopicError](err); ok {
+			errs[i] = s.topics.failed(topics[i], te, now)
+			continue
+		}
+		errs[i] = fmt.Errorf("kafka: publish message %s to topic %s: %w", recs[i].ID, topics[i], err)
+	}
+	for t, n := range acked {
+		s.topics.published(t, n, now)
+	}
 }
 
 // produce hands krecs to the producer and waits for every outcome, writing
@@ -351,6 +392,10 @@ func (s *Sink) Ping(ctx context.Context) error {
 // Close closes the client's connections. Records still buffered from a
 // Publish whose ctx ended fail. Close is safe to call more than once.
 func (s *Sink) Close() error {
-	s.closeOnce.Do(s.client.Close)
+	s.closeOnce.Do(func() {
+		close(s.probeDone)
+		<-s.probeExited
+		s.client.Close()
+	})
 	return nil
 }

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/sink"
@@ -245,23 +247,114 @@ func TestPublish_RecordOverMaxMessageBytes_PermanentWithoutTouchingNeighbours(t 
 	}
 }
 
-func TestPublish_UnknownTopicWithoutAutoCreate_Permanent(t *testing.T) {
+// A record for a topic that does not exist is not the record's fault: it
+// fails with a TopicError naming the topic (the relay keeps the message
+// waiting), the records of other topics in the same call are published,
+// later calls fail such records at once instead of waiting for metadata
+// again, and once the topic is created its records go out.
+func TestPublish_MissingTopic_TopicUnavailableUntilCreated(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.SeedTopics(1, "orders"))
-	s := newSink(t, c, kafka.Config{DefaultTopic: "no-such-topic", ExtraOpts: debugOpts()})
+	s := newSink(t, c, kafka.Config{DefaultTopic: "orders", TopicByAggregateType: map[string]string{"Invoice": "invoices"},
+		ExtraOpts: debugOpts()})
+	invoice := func(id string) outbox.Record { r := rec(id, 0); r.AggregateType = "Invoice"; return r }
 
-	// If the producer kept waiting for the topic, the deadline would end the
-	// wait with an ErrUnavailable error instead.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := s.Publish(ctx, []outbox.Record{rec("a", 0), rec("b", 1)})
-	for i, err := range errs {
-		if !errors.Is(err, sink.ErrPermanent) || !strings.Contains(fmt.Sprint(err), "UNKNOWN_TOPIC_OR_PARTITION") {
-			t.Errorf("record %d: err = %v, want ErrPermanent with UNKNOWN_TOPIC_OR_PARTITION", i, err)
+	errs := s.Publish(ctx, []outbox.Record{invoice("i1"), rec("o1", 1)})
+	te, ok := errors.AsType[*sink.TopicError](errs[0])
+	if !ok || sink.Classify(errs[0]) != sink.TopicUnavailable || te.Topic != "invoices" ||
+		!errors.Is(errs[0], kerr.UnknownTopicOrPartition) || te.Since.IsZero() {
+		t.Fatalf("record for the missing topic: err = %v, want a TopicError for invoices with UNKNOWN_TOPIC_OR_PARTITION", errs[0])
+	}
+	if !strings.Contains(errs[0].Error(), "create the topic") {
+		t.Errorf("err = %q does not say how to fix it", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("record for an existing topic in the same call: %v", errs[1])
+	}
+	if st := topicStatus(s, "invoices"); !st.Unavailable() || st.Reason != "UNKNOWN_TOPIC_OR_PARTITION" {
+		t.Errorf("Topics() for invoices = %+v, want unavailable with the reason", st)
+	}
+
+	// Known missing: refused at once, in the same spell (Since unchanged).
+	// Waiting for the producer's metadata refreshes (seconds) would end
+	// this call's short deadline first, with an ErrUnavailable error.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	errs = s.Publish(short, []outbox.Record{invoice("i2")})
+	cancelShort()
+	if again, ok := errors.AsType[*sink.TopicError](errs[0]); !ok || !again.Since.Equal(te.Since) {
+		t.Fatalf("second record: err = %v, want the same spell's TopicError at once", errs[0])
+	}
+
+	createTopic(t, c.ListenAddrs(), "invoices")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		errs = s.Publish(ctx, []outbox.Record{invoice("i3")})
+		if errs[0] == nil {
+			break
 		}
-		if err != nil && !strings.Contains(err.Error(), "no-such-topic") {
-			t.Errorf("record %d: err = %v does not name the topic", i, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the topic exists, but its record still fails: %v", errs[0])
 		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st := topicStatus(s, "invoices"); st.Unavailable() || st.Published != 1 {
+		t.Errorf("Topics() for invoices after the publish = %+v, want available with 1 published", st)
+	}
+	if got := consume(t, c.ListenAddrs(), "invoices", 1); header(got[0], kafka.HeaderAggregateID) != "i3" {
+		t.Errorf("topic invoices holds aggregate %s, want i3", header(got[0], kafka.HeaderAggregateID))
+	}
+}
+
+// topicStatus returns the sink's status of topic; the zero value if it has
+// none.
+func topicStatus(s *kafka.Sink, topic string) sink.TopicStatus {
+	for _, st := range s.Topics() {
+		if st.Topic == topic {
+			return st
+		}
+	}
+	return sink.TopicStatus{}
+}
+
+// createTopic creates topic with one partition.
+func createTopic(t *testing.T, addrs []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// CheckTopics names the configured topics that do not exist.
+func TestCheckTopics_NamesMissingConfiguredTopics(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, kfake.SeedTopics(1, "orders"))
+	s := newSink(t, c, kafka.Config{DefaultTopic: "orders",
+		TopicByAggregateType: map[string]string{"Order": "orders", "Payment": "payments", "Refund": "payments", "Stock": "stock"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	missing, err := s.CheckTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(missing, []string{"payments", "stock"}) {
+		t.Errorf("CheckTopics = %v, want [payments stock]", missing)
 	}
 }
 
