@@ -111,9 +111,12 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.started = true
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 
+	// The listening connection lives until the workers have stopped, not
+	// until ctx ends: Stop alone closes it.
+	listenCtx, stopListening := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if n, ok := r.cfg.Store.(store.Notifier); ok && !r.cfg.DisableListen {
-		ch, err := n.Notifications(ctx)
+		ch, err := n.Notifications(listenCtx)
 		if err != nil {
 			r.log.Warn("LISTEN failed; relying on polling", slog.Any("error", err))
 		} else {
@@ -146,8 +149,9 @@ func (r *Relay) Start(ctx context.Context) error {
 		workers.Wait()
 		r.sendStop()
 		r.resign()
+		stopListening()
+		wg.Wait() // the listening connection is closed
 		close(r.done)
-		wg.Wait()
 	}()
 	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
 		slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
