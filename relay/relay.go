@@ -32,7 +32,9 @@
 //
 // [Relay.Start] returns at once; [Relay.Stop] stops claiming, waits for
 // outstanding acks up to Config.ShutdownTimeout, releases the leases of
-// whatever was not sent, and is safe to call more than once. [Relay.Run]
+// whatever was not sent, closes the relay's listening connection, and is
+// safe to call more than once. Once Stop returned, the relay holds no
+// connection and runs no goroutine, whatever the context Start was given. [Relay.Run]
 // does both around a context, for a main function.
 package relay
 
@@ -180,8 +182,8 @@ func (r *Relay) resign() {
 
 // Stop stops claiming, waits up to Config.ShutdownTimeout for the acks of
 // batches in flight (marking them), then cancels what is left and releases
-// its leases. It returns when every worker has finished, or with ctx's
-// error if ctx ends first. Calling it again, or on a relay that never
+// its leases. It returns when every worker has finished and the listening
+// connection is closed, or with ctx's error if ctx ends first. Calling it again, or on a relay that never
 // started, is safe.
 func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()
