@@ -143,8 +143,8 @@ type Config struct {
 	// its payload while it is decoded), the Kafka client's encoded batches
 	// and the runtime: the process's peak memory stays under
 	// 2 × (MaxInFlightBytes + 8 × the largest message) + 64 MiB with Go's
-	// default garbage collector (docs/cdc.md, "Memory"). Defaults to 64
-	// MiB.
+	// default garbage collector, plus the table path's batch while
+	// aggregates are deferred (docs/cdc.md, "Memory"). Defaults to 64 MiB.
 	MaxInFlightBytes int64
 	// PublishTimeout bounds the wait for the broker's acks of one publish
 	// call; a timeout counts as "broker unavailable". Defaults to 15s.
