@@ -56,8 +56,8 @@ const (
 	DefaultRetryMax              = 300 * time.Second
 	DefaultUnavailableBackoffMax = 30 * time.Second
 	DefaultShutdownTimeout       = 10 * time.Second
-	// DefaultMaxInFlightBytes bounds the payload bytes in flight (see
-	// Config.MaxInFlightBytes).
+	// DefaultMaxInFlightBytes bounds the bytes of the messages the relay
+	// holds (see Config.MaxInFlightBytes).
 	DefaultMaxInFlightBytes = 64 << 20
 	// DefaultInFlightBatches is how many batches may be in flight when
 	// Config.MaxInFlight is zero: MaxInFlight defaults to
@@ -132,9 +132,19 @@ type Config struct {
 	// order). Below BatchSize, batches are smaller. Defaults to DefaultInFlightBatches (4) ×
 	// BatchSize.
 	MaxInFlight int
-	// MaxInFlightBytes bounds the same messages by size (payload, headers
-	// and keys, estimated). A single message larger than the bound still
-	// goes through, alone. Defaults to 64 MiB.
+	// MaxInFlightBytes bounds the bytes of the messages the relay holds
+	// (payload, text fields and headers, plus 256 bytes each), from the
+	// moment the stream reader has decoded one until its batch is recorded:
+	// waiting for the dispatcher, being checked, published or recorded.
+	// When it is reached the relay reads no further (the slot keeps the
+	// rest of the stream). A single message larger than the bound still
+	// goes through, alone. On top of it come the message being read (its
+	// text form arrives whole, a bytea payload as hex: up to about 8 times
+	// its payload while it is decoded), the Kafka client's encoded batches
+	// and the runtime: the process's peak memory stays under
+	// 2 × (MaxInFlightBytes + 8 × the largest message) + 64 MiB with Go's
+	// default garbage collector, plus the table path's batch while
+	// aggregates are deferred (docs/cdc.md, "Memory"). Defaults to 64 MiB.
 	MaxInFlightBytes int64
 	// PublishTimeout bounds the wait for the broker's acks of one publish
 	// call; a timeout counts as "broker unavailable". Defaults to 15s.

@@ -48,7 +48,9 @@
 //
 // The steps are pipelined: while earlier batches await their acks and
 // their record, the relay reads, checks and publishes the next ones, up to
-// Config.MaxInFlight messages and Config.MaxInFlightBytes. Batches are
+// Config.MaxInFlight messages and Config.MaxInFlightBytes. The byte bound
+// counts every message from the moment the stream reader has decoded it,
+// so it bounds the relay's memory (see Config.MaxInFlightBytes). Batches are
 // recorded and confirmed in stream order only, so the confirmed position
 // never passes a message that is not acknowledged and recorded. Order per
 // aggregate holds across batches; across aggregates, batches in flight

@@ -20,4 +20,8 @@ var (
 	// does not exist (run the migrations), or the publication exists but
 	// does not publish the outbox table's inserts.
 	ErrNotReady = errors.New("cdc: database not ready for CDC")
+	// ErrSlotInUse is wrapped by the error [Remove] returns when a
+	// walsender still streams from the slot after [RemoveWait]: a relay,
+	// or another client, still runs on it.
+	ErrSlotInUse = errors.New("cdc: replication slot in use")
 )

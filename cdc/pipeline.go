@@ -14,10 +14,14 @@ import (
 // The stream is processed as a pipeline, so that reading, checking,
 // publishing and recording overlap:
 //
+//   - The reader (stream.go) decodes the messages and hands them on in
+//     stream order, each once it fits in the session's byte budget
+//     (Config.MaxInFlightBytes, see budget), which it holds until its batch
+//     was recorded.
 //   - The dispatcher (process, one goroutine) reads the events in stream
-//     order, cuts them into batches within the in-flight bounds
-//     (Config.MaxInFlight, MaxInFlightBytes), checks each batch (one
-//     statement, batches one after the other) and starts its publishing.
+//     order, cuts them into batches within Config.MaxInFlight, checks each
+//     batch (one statement, batches one after the other) and starts its
+//     publishing.
 //   - Each batch publishes on its own goroutine, in waves; a message waits
 //     for the outcome of the previous message of its aggregate, wherever
 //     that one is (the chain below), so order per aggregate holds across
@@ -26,7 +30,8 @@ import (
 //     is published, and records the outcome of it and of the following
 //     batches that are published already in one statement, on a goroutine
 //     (up to maxRecords at once). As the records complete, in stream order,
-//     it confirms their end position and frees their share of the bounds.
+//     it confirms their end position and frees their share of the bounds
+//     and of the budget.
 //
 // So the confirmed position only moves over batches whose every message
 // was acknowledged (or recorded as failed or deferred) and whose
@@ -99,6 +104,7 @@ type pipeline struct {
 	r         *Relay
 	events    <-chan event
 	confirmed *atomic.Uint64
+	budget    *budget
 	ctx       context.Context // ends when the finisher stops on an error
 	cancel    context.CancelFunc
 	queue     chan *batchRun // dispatched batches, in stream order
@@ -109,15 +115,14 @@ type pipeline struct {
 	tails   map[aggregate]*node
 	retired []retiredNode
 	inMsgs  int
-	inBytes int64
 	room    chan struct{} // a token when in-flight room was freed
 }
 
 // process runs the pipeline over events until ctx is done, the relay
 // stops, or an error. It returns after every dispatched batch was recorded
 // (or could not be), errStopped when the relay was aborted.
-func (r *Relay) process(ctx context.Context, events <-chan event, confirmed *atomic.Uint64) error {
-	p := &pipeline{r: r, events: events, confirmed: confirmed,
+func (r *Relay) process(ctx context.Context, events <-chan event, confirmed *atomic.Uint64, bud *budget) error {
+	p := &pipeline{r: r, events: events, confirmed: confirmed, budget: bud,
 		queue: make(chan *batchRun, 1024), tails: map[aggregate]*node{}, room: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	defer p.cancel()
@@ -149,8 +154,7 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 	defer lagTick.Stop()
 	batchSize := min(r.cfg.BatchSize, r.cfg.MaxInFlight)
 	for {
-		msgRoom, byteRoom, idle := p.roomLeft()
-		if !idle && (msgRoom < batchSize || byteRoom <= 0) {
+		if !p.roomForBatch(batchSize) {
 			select {
 			case <-p.room:
 			case <-lagTick.C:
@@ -187,7 +191,7 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 		b := batch{}
 		b.add(first)
 	fill:
-		for b.records < batchSize && b.bytes < byteRoom {
+		for b.records < batchSize {
 			select {
 			case ev := <-p.events:
 				b.add(ev)
@@ -208,13 +212,14 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 	}
 }
 
-// roomLeft returns how many more messages and bytes may be in flight, and
-// whether nothing is. A batch is started when a full one fits (or nothing
-// is in flight), so that MaxInFlight = BatchSize means one batch at a time.
-func (p *pipeline) roomLeft() (msgs int, bytes int64, idle bool) {
+// roomForBatch reports whether a batch may start: when a full one fits
+// under MaxInFlight, or nothing is in flight, so that MaxInFlight =
+// BatchSize means one batch at a time. The bytes need no check here: every
+// message the reader handed on holds its share of the budget already.
+func (p *pipeline) roomForBatch(batchSize int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.r.cfg.MaxInFlight - p.inMsgs, p.r.cfg.MaxInFlightBytes - p.inBytes, p.inMsgs == 0 && p.inBytes == 0
+	return p.inMsgs == 0 || p.r.cfg.MaxInFlight-p.inMsgs >= batchSize
 }
 
 // start takes b's share of the bounds, checks b, links its messages into
@@ -224,7 +229,6 @@ func (p *pipeline) start(b batch) (*batchRun, error) {
 		out: outcome{deferAggs: map[aggregate]string{}}}
 	p.mu.Lock()
 	p.inMsgs += run.msgs
-	p.inBytes += run.bytes
 	p.mu.Unlock()
 	if b.records == 0 {
 		close(run.done)
@@ -507,10 +511,10 @@ func (p *pipeline) complete(pr *pendingRecord) error {
 		}
 	}
 	p.inMsgs -= msgs
-	p.inBytes -= bytes
 	r.batchesInFlight.Add(-batches)
 	idle := p.inMsgs == 0
 	p.mu.Unlock()
+	p.budget.give(bytes)
 	select {
 	case p.room <- struct{}{}:
 	default:
@@ -534,19 +538,8 @@ func (b *batch) add(ev event) {
 	if ev.isRec {
 		b.items = append(b.items, ev)
 		b.records++
-		b.bytes += recordBytes(ev.rec)
+		b.bytes += ev.bytes
 		return
 	}
 	b.end = max(b.end, ev.end)
-}
-
-// recordBytes estimates the memory a message takes in flight.
-func recordBytes(rec outbox.Record) int64 {
-	n := len(rec.Payload) + len(rec.AggregateType) + len(rec.AggregateID) + len(rec.EventType) +
-		len(rec.Topic) + len(rec.ContentType) + len(rec.CorrelationID) + len(rec.CausationID) +
-		len(rec.TraceParent) + 256
-	for k, v := range rec.Headers {
-		n += len(k) + len(v)
-	}
-	return int64(n)
 }

@@ -66,14 +66,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// relayProcess runs "outbox relay --mode cdc" on the test's outbox.
-func (e *env) relayProcess(bin string) (*exec.Cmd, *syncBuffer) {
+// relayProcess runs "outbox relay --mode cdc" on the test's outbox, with
+// extra flags after the test's own (a flag given again takes the later
+// value).
+func (e *env) relayProcess(bin string, extra ...string) (*exec.Cmd, *syncBuffer) {
 	e.t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command(bin, "relay", "--mode", "cdc", "--database-url", pgtest.URL(), "--schema", e.schema,
+	args := append([]string{"relay", "--mode", "cdc", "--database-url", pgtest.URL(), "--schema", e.schema,
 		"--kafka-brokers", strings.Join(e.broker.Addrs(), ","), "--default-topic", e.topic,
 		"--kafka-auto-create-topics", "--batch-size", "50", "--poll-interval", "100ms", "--lease", "5s",
-		"--metrics-addr", "127.0.0.1:0")
+		"--metrics-addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -347,7 +347,7 @@ func (r *Relay) session() error {
 		},
 	})
 	if err != nil {
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55006" {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == sqlstateObjectInUse {
 			// object_in_use: the last active relay's session has not ended
 			// yet (it released the lock a moment before the slot).
 			return fmt.Errorf("cdc: slot %s still in use; waiting: %w", r.cfg.Slot, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ const heartbeatPrefix = "outbox-cdc-heartbeat"
 type event struct {
 	rec       outbox.Record
 	isRec     bool
+	bytes     int64 // the message's share of the budget (recordBytes)
 	xid       uint32
 	decodeErr error
 	end       pglogrepl.LSN
@@ -41,13 +43,14 @@ func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	var confirmed atomic.Uint64
 	confirmed.Store(uint64(start))
 	events := make(chan event, 2*r.cfg.BatchSize)
+	bud := newBudget(r.cfg.MaxInFlightBytes)
 	procDone := make(chan error, 1)
 	procCtx, procStop := context.WithCancel(context.Background())
 	defer procStop()
-	go func() { procDone <- r.process(procCtx, events, &confirmed) }()
+	go func() { procDone <- r.process(procCtx, events, &confirmed, bud) }()
 
 	rd := &reader{r: r, conn: conn, confirmed: &confirmed, relations: map[uint32]*pglogrepl.RelationMessage{},
-		events: events, procDone: procDone}
+		events: events, budget: bud, procDone: procDone}
 	err := rd.run()
 	if r.aborted.Load() {
 		return nil
@@ -78,6 +81,7 @@ type reader struct {
 	relations  map[uint32]*pglogrepl.RelationMessage
 	types      *pgtype.Map
 	events     chan<- event
+	budget     *budget
 	procDone   <-chan error
 	procErr    error
 	procExited bool
@@ -190,6 +194,42 @@ func (rd *reader) emit(ev event) error {
 	}
 }
 
+// emitRecord hands a decoded message to the processor once its bytes fit
+// in the budget. Until then the reader reads no further: the server keeps
+// the rest of the stream, and the session's memory stays within
+// MaxInFlightBytes.
+func (rd *reader) emitRecord(ev event) error {
+	ev.bytes = recordBytes(ev.rec)
+	paused := false
+	for !rd.budget.take(ev.bytes) {
+		if !paused {
+			paused = true
+			rd.r.log.Debug("stream paused: the messages held reach MaxInFlightBytes; reading on when batches complete",
+				slog.Int64("held_bytes", rd.budget.inUse()), slog.Int64("next_bytes", ev.bytes))
+		}
+		t := time.NewTimer(time.Until(rd.nextStatus))
+		select {
+		case <-rd.budget.freed:
+			t.Stop()
+		case err := <-rd.procDone:
+			t.Stop()
+			rd.procExited, rd.procErr = true, err
+			if err == nil {
+				err = errStopped
+			}
+			return err
+		case <-rd.r.stopping:
+			t.Stop()
+			return errStopped
+		case <-t.C:
+			if err := rd.sendStatus(); err != nil {
+				return err
+			}
+		}
+	}
+	return rd.emit(ev)
+}
+
 // emitPosition hands an idle position to the processor if it is new.
 func (rd *reader) emitPosition(lsn pglogrepl.LSN) error {
 	if rd.inTx || lsn <= rd.lastEnd {
@@ -251,7 +291,7 @@ func (rd *reader) handleLogical(data []byte) error {
 			return fatal(fmt.Errorf("%w: an insert into %s.outbox_messages has no usable seq: %w",
 				ErrNotReady, rel.Namespace, err))
 		}
-		return rd.emit(event{rec: rec, isRec: true, xid: rd.xid, decodeErr: err})
+		return rd.emitRecord(event{rec: rec, isRec: true, xid: rd.xid, decodeErr: err})
 	case *pglogrepl.CommitMessage:
 		rd.inTx = false
 		rd.lastEnd = max(rd.lastEnd, m.TransactionEndLSN)
@@ -273,11 +313,6 @@ func (rd *reader) handleLogical(data []byte) error {
 func decodeRecord(types *pgtype.Map, rel *pglogrepl.RelationMessage, tuple *pglogrepl.TupleData) (outbox.Record, error) {
 	var rec outbox.Record
 	var firstErr error
-	fail := func(col string, err error) {
-		if firstErr == nil {
-			firstErr = fmt.Errorf("cdc: decode column %s: %w", col, err)
-		}
-	}
 	if tuple == nil {
 		return rec, errors.New("cdc: insert without a tuple")
 	}
@@ -289,75 +324,74 @@ func decodeRecord(types *pgtype.Map, rel *pglogrepl.RelationMessage, tuple *pglo
 		if c.DataType == pglogrepl.TupleDataTypeNull {
 			continue
 		}
-		if c.DataType != pglogrepl.TupleDataTypeText {
-			fail(col.Name, fmt.Errorf("unexpected tuple data type %q", c.DataType))
-			continue
+		err := fmt.Errorf("unexpected tuple data type %q", c.DataType)
+		if c.DataType == pglogrepl.TupleDataTypeText {
+			err = decodeColumn(types, &rec, col, c.Data)
 		}
-		s := string(c.Data)
-		switch col.Name {
-		case "seq":
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				fail(col.Name, err)
-			}
-			rec.Seq = n
-		case "id":
-			id, err := uuid.Parse(s)
-			if err != nil {
-				fail(col.Name, err)
-			}
-			rec.ID = id
-		case "aggregate_type":
-			rec.AggregateType = s
-		case "aggregate_id":
-			rec.AggregateID = s
-		case "event_type":
-			rec.EventType = s
-		case "event_version":
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				fail(col.Name, err)
-			}
-			rec.EventVersion = n
-		case "topic":
-			rec.Topic = s
-		case "payload":
-			var b []byte
-			if err := types.Scan(col.DataType, pgtype.TextFormatCode, c.Data, &b); err != nil {
-				fail(col.Name, err)
-			}
-			rec.Payload = b
-		case "content_type":
-			rec.ContentType = s
-		case "headers":
-			var h map[string]string
-			if err := json.Unmarshal(c.Data, &h); err != nil {
-				fail(col.Name, err)
-			}
-			if len(h) > 0 {
-				rec.Headers = h
-			}
-		case "correlation_id":
-			rec.CorrelationID = s
-		case "causation_id":
-			rec.CausationID = s
-		case "traceparent":
-			rec.TraceParent = s
-		case "created_at":
-			var t time.Time
-			if err := types.Scan(col.DataType, pgtype.TextFormatCode, c.Data, &t); err != nil {
-				fail(col.Name, err)
-			}
-			rec.CreatedAt = t
-		case "status":
-			rec.Status = outbox.Status(s)
-		case "attempts":
-			n, _ := strconv.Atoi(s)
-			rec.Attempts = n
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("cdc: decode column %s: %w", col.Name, err)
 		}
 	}
 	if rec.Seq == 0 && firstErr == nil {
 		firstErr = errors.New("cdc: no seq column")
 	}
 	return rec, firstErr
+}
+
+// decodeColumn sets the field of rec that col holds, from its text form
+// data. Columns it does not know are left alone.
+func decodeColumn(types *pgtype.Map, rec *outbox.Record, col *pglogrepl.RelationMessageColumn, data []byte) error {
+	var err error
+	switch col.Name {
+	case "payload":
+		// Decoded from the text form directly: the payload is the one large
+		// column, and its text (hex for bytea) is not copied.
+		err = types.Scan(col.DataType, pgtype.TextFormatCode, data, &rec.Payload)
+	case "headers":
+		var h map[string]string
+		err = json.Unmarshal(data, &h)
+		if len(h) > 0 {
+			rec.Headers = h
+		}
+	case "created_at":
+		err = types.Scan(col.DataType, pgtype.TextFormatCode, data, &rec.CreatedAt)
+	case "seq":
+		rec.Seq, err = strconv.ParseInt(string(data), 10, 64)
+	case "id":
+		rec.ID, err = uuid.Parse(string(data))
+	case "event_version":
+		rec.EventVersion, err = strconv.Atoi(string(data))
+	case "attempts":
+		rec.Attempts, _ = strconv.Atoi(string(data))
+	case "status":
+		rec.Status = outbox.Status(data)
+	default:
+		if f := textField(rec, col.Name); f != nil {
+			*f = string(data)
+		}
+	}
+	return err
+}
+
+// textField returns rec's text field stored in the column name, or nil.
+func textField(rec *outbox.Record, name string) *string {
+	switch name {
+	case "aggregate_type":
+		return &rec.AggregateType
+	case "aggregate_id":
+		return &rec.AggregateID
+	case "event_type":
+		return &rec.EventType
+	case "topic":
+		return &rec.Topic
+	case "content_type":
+		return &rec.ContentType
+	case "correlation_id":
+		return &rec.CorrelationID
+	case "causation_id":
+		return &rec.CausationID
+	case "traceparent":
+		return &rec.TraceParent
+	}
+	return nil
 }

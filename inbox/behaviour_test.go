@@ -516,6 +516,88 @@ func TestCleanup_RedeliveryAfterRetention_IsAppliedAgain(t *testing.T) {
 	})
 }
 
+// Replayed parked messages are deleted once replayed longer than
+// ReplayedRetention ago, each statement deleting at most CleanupBatchSize;
+// younger replays are kept, and so is a message parked long ago and never
+// replayed (ParkedRetention is off by default).
+func TestCleanup_ReplayedParkedMessages_DeletedAfterReplayedRetention_InBatches(t *testing.T) {
+	eachInbox(t, func(t *testing.T, setup setupFunc) {
+		ib := setup(t, targetConfig{replayed: 24 * time.Hour, batch: 2})
+		ctx := testCtx(t)
+		var replayed []uuid.UUID
+		for range 7 {
+			p := parkAndFind(t, ib, "billing", msg(), 5, errors.New("x"))
+			mustReplay(t, ib, "billing", p.ID, applyEffect, inbox.Processed)
+			replayed = append(replayed, p.ID)
+		}
+		old, young := replayed[:5], replayed[5:]
+		ib.backdateParked(t, "replayed_at", 25*time.Hour, old...)
+		ib.backdateParked(t, "replayed_at", 23*time.Hour, young[0])
+		waiting := parkAndFind(t, ib, "billing", msg(), 5, errors.New("x")).ID
+		ib.backdateParked(t, "parked_at", 1000*24*time.Hour, waiting)
+
+		if n, err := ib.CleanupBatch(ctx, "replayed parked messages"); err != nil || n != 2 {
+			t.Fatalf("one cleanup statement deleted %d, %v; want 2 (CleanupBatchSize)", n, err)
+		}
+		if n, err := ib.Cleanup(ctx); err != nil || n != 3 {
+			t.Fatalf("Cleanup = %d, %v; want the 3 other old replays deleted", n, err)
+		}
+		wantParked(t, ib, append([]uuid.UUID{waiting}, young...))
+	})
+}
+
+// With ParkedRetention set, parked messages never replayed are deleted once
+// parked longer than it ago, each statement deleting at most
+// CleanupBatchSize; younger ones are kept, and so is an old entry that was
+// replayed (ReplayedRetention governs it).
+func TestCleanup_ParkedRetention_DeletesOnlyOldUnreplayed_InBatches(t *testing.T) {
+	eachInbox(t, func(t *testing.T, setup setupFunc) {
+		ib := setup(t, targetConfig{parked: 7 * 24 * time.Hour, batch: 2})
+		ctx := testCtx(t)
+		var parked []uuid.UUID
+		for range 7 {
+			parked = append(parked, parkAndFind(t, ib, "billing", msg(), 5, errors.New("x")).ID)
+		}
+		old, young := parked[:5], parked[5:]
+		ib.backdateParked(t, "parked_at", 8*24*time.Hour, old...)
+		ib.backdateParked(t, "parked_at", 6*24*time.Hour, young[0])
+		done := parkAndFind(t, ib, "billing", msg(), 5, errors.New("x")).ID
+		mustReplay(t, ib, "billing", done, applyEffect, inbox.Processed)
+		ib.backdateParked(t, "parked_at", 8*24*time.Hour, done)
+
+		if n, err := ib.CleanupBatch(ctx, "parked messages never replayed"); err != nil || n != 2 {
+			t.Fatalf("one cleanup statement deleted %d, %v; want 2 (CleanupBatchSize)", n, err)
+		}
+		if n, err := ib.Cleanup(ctx); err != nil || n != 3 {
+			t.Fatalf("Cleanup = %d, %v; want the 3 other old entries deleted", n, err)
+		}
+		wantParked(t, ib, append([]uuid.UUID{done}, young...))
+	})
+}
+
+// wantParked fails the test unless the parked entries, replayed or not, are
+// exactly ids.
+func wantParked(t *testing.T, ib target, ids []uuid.UUID) {
+	t.Helper()
+	ps, err := ib.Parked(testCtx(t), inbox.ParkedFilter{IncludeReplayed: true, Limit: 1000})
+	if err != nil {
+		t.Fatalf("Parked: %v", err)
+	}
+	want := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, p := range ps {
+		if !want[p.ID] {
+			t.Errorf("parked entry %s (parked %s, replayed %s) was kept, want it deleted", p.ID, p.ParkedAt, p.ReplayedAt)
+		}
+		delete(want, p.ID)
+	}
+	for id := range want {
+		t.Errorf("parked entry %s was deleted, want it kept", id)
+	}
+}
+
 func TestBind_AppliesParksAndPingsThroughTheInbox(t *testing.T) {
 	eachInbox(t, func(t *testing.T, setup setupFunc) {
 		ib := setup(t, targetConfig{})

@@ -77,6 +77,15 @@
 // default) says how long; run [Inbox.Cleanup] periodically to delete older
 // ids in small batches.
 //
+// Cleanup keeps the parked messages bounded too. A replayed entry is a
+// record of what went wrong; Config.ReplayedRetention (90 days by default)
+// says how long it is kept after its replay. An entry never replayed is
+// the only copy of a message the consumer has not applied, so by default
+// it is kept until it is replayed: deleting it would lose the event.
+// Config.ParkedRetention (off by default) deletes such entries once parked
+// longer than it ago, for consumers that may give a message up; each
+// deletion is logged as a warning.
+//
 // # SQLite
 //
 // [NewSQLite] gives the same inbox in a SQLite database, for services that

@@ -26,6 +26,8 @@ const (
 	DefaultRetention = 30 * 24 * time.Hour
 	// DefaultCleanupBatchSize is the default of Config.CleanupBatchSize.
 	DefaultCleanupBatchSize = 1000
+	// DefaultReplayedRetention is the default of Config.ReplayedRetention.
+	DefaultReplayedRetention = 90 * 24 * time.Hour
 )
 
 // schemaRe is the identifier rule for Config.Schema: lower-case, so that the
@@ -47,7 +49,20 @@ type Config struct {
 	// the longest a relay may hold a message before it re-sends it.
 	// Defaults to 30 days.
 	Retention time.Duration
-	// CleanupBatchSize is the most ids one Cleanup statement deletes, so
+	// ReplayedRetention is how long a parked message is kept after a Replay
+	// applied it (or found it applied), as a record of what was parked and
+	// why; Cleanup deletes older ones. Defaults to 90 days.
+	ReplayedRetention time.Duration
+	// ParkedRetention is how long a parked message that was never replayed
+	// is kept; Cleanup deletes the ones parked longer ago, and with them
+	// the only copy this consumer has of messages it never applied. 0, the
+	// default, keeps them until they are replayed, however long that takes:
+	// a parked message waits for a person to fix its cause, and deleting it
+	// loses the event. Set it only where such a message may be given up,
+	// and watch the parked messages ([Inbox.Parked]) well within it.
+	// Otherwise at least 1s.
+	ParkedRetention time.Duration
+	// CleanupBatchSize is the most rows one Cleanup statement deletes, so
 	// that no statement holds many locks or runs long. Defaults to 1000.
 	CleanupBatchSize int
 	// Logger receives a warning per parked message and a note per Cleanup.
@@ -60,7 +75,8 @@ func (c Config) withDefaults() Config {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
-	c.Retention, c.CleanupBatchSize, c.Logger = retentionDefaults(c.Retention, c.CleanupBatchSize, c.Logger)
+	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
+		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
 	return c
 }
 
@@ -72,14 +88,18 @@ func (c Config) validate() error {
 	case strings.HasPrefix(c.Schema, "pg_"):
 		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
 	}
-	return validateRetention(c.Retention, c.CleanupBatchSize)
+	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
 }
 
 // retentionDefaults fills in the defaults of the fields every inbox's
-// config has: Retention, CleanupBatchSize and Logger.
-func retentionDefaults(retention time.Duration, batch int, log *slog.Logger) (time.Duration, int, *slog.Logger) {
+// config has: Retention, ReplayedRetention, CleanupBatchSize and Logger.
+func retentionDefaults(retention, replayed time.Duration, batch int, log *slog.Logger) (
+	time.Duration, time.Duration, int, *slog.Logger) {
 	if retention == 0 {
 		retention = DefaultRetention
+	}
+	if replayed == 0 {
+		replayed = DefaultReplayedRetention
 	}
 	if batch == 0 {
 		batch = DefaultCleanupBatchSize
@@ -87,15 +107,19 @@ func retentionDefaults(retention time.Duration, batch int, log *slog.Logger) (ti
 	if log == nil {
 		log = slog.Default()
 	}
-	return retention, batch, log
+	return retention, replayed, batch, log
 }
 
 // validateRetention checks the fields every inbox's config has, after
 // defaults, and names the first bad one.
-func validateRetention(retention time.Duration, batch int) error {
+func validateRetention(retention, replayed, parked time.Duration, batch int) error {
 	switch {
 	case retention < time.Second:
 		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, retention)
+	case replayed < time.Second:
+		return fmt.Errorf("%w: ReplayedRetention %v must be at least 1s", ErrInvalidConfig, replayed)
+	case parked != 0 && parked < time.Second:
+		return fmt.Errorf("%w: ParkedRetention %v must be 0 (keep until replayed) or at least 1s", ErrInvalidConfig, parked)
 	case batch < 1:
 		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, batch)
 	}
@@ -116,7 +140,8 @@ type Inbox struct {
 // queries are the rendered SQL texts, with the schema (PostgreSQL) or the
 // table prefix (SQLite) filled in. migrateLock is PostgreSQL's only.
 type queries struct {
-	markProcessed, park, parked, parkedGet, markReplayed, cleanup string
+	markProcessed, park, parked, parkedGet, markReplayed string
+	cleanup, cleanupReplayed, cleanupParked              string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
@@ -160,6 +185,8 @@ func (q *queries) load(fsys embed.FS, dir string, render func(string) string, ex
 		{&q.parkedGet, "parked_get.sql"},
 		{&q.markReplayed, "mark_replayed.sql"},
 		{&q.cleanup, "cleanup.sql"},
+		{&q.cleanupReplayed, "cleanup_replayed.sql"},
+		{&q.cleanupParked, "cleanup_parked.sql"},
 		{&q.migrateSetup, "migrate_setup.sql"},
 		{&q.migrateApplied, "migrate_applied.sql"},
 		{&q.migrateRecord, "migrate_record.sql"},

@@ -58,8 +58,8 @@ func TestMigrate_IsIdempotentAndSafeWhenRunConcurrently(t *testing.T) {
 					t.Errorf("Migrate: %v", err)
 				}
 			}
-			if n, err := db.versions(ctx); err != nil || n != 1 {
-				t.Errorf("%d migrations recorded (%v), want 1", n, err)
+			if n, err := db.versions(ctx); err != nil || n != 2 {
+				t.Errorf("%d migrations recorded (%v), want 2", n, err)
 			}
 			if err := db.handle(ctx); err != nil {
 				t.Errorf("Handle on the migrated tables: %v", err)
@@ -147,18 +147,24 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 	}
 	// The fields both configs have, with the same rules.
 	for _, c := range []struct {
-		name      string
-		retention time.Duration
-		batch     int
-		field     string
+		name                        string
+		retention, replayed, parked time.Duration
+		batch                       int
+		field                       string
 	}{
-		{"negative retention", -time.Hour, 0, "Retention"},
-		{"retention under 1s", time.Millisecond, 0, "Retention"},
-		{"negative batch", 0, -1, "CleanupBatchSize"},
+		{"negative retention", -time.Hour, 0, 0, 0, "Retention"},
+		{"retention under 1s", time.Millisecond, 0, 0, 0, "Retention"},
+		{"negative replayed retention", 0, -time.Hour, 0, 0, "ReplayedRetention"},
+		{"replayed retention under 1s", 0, time.Millisecond, 0, 0, "ReplayedRetention"},
+		{"negative parked retention", 0, 0, -time.Hour, 0, "ParkedRetention"},
+		{"parked retention under 1s", 0, 0, time.Millisecond, 0, "ParkedRetention"},
+		{"negative batch", 0, 0, 0, -1, "CleanupBatchSize"},
 	} {
 		cases = append(cases,
-			badConfig{"postgres: " + c.name, pg(inbox.Config{Retention: c.retention, CleanupBatchSize: c.batch}), c.field},
-			badConfig{"sqlite: " + c.name, lite(inbox.SQLiteConfig{Retention: c.retention, CleanupBatchSize: c.batch}), c.field})
+			badConfig{"postgres: " + c.name, pg(inbox.Config{Retention: c.retention, ReplayedRetention: c.replayed,
+				ParkedRetention: c.parked, CleanupBatchSize: c.batch}), c.field},
+			badConfig{"sqlite: " + c.name, lite(inbox.SQLiteConfig{Retention: c.retention, ReplayedRetention: c.replayed,
+				ParkedRetention: c.parked, CleanupBatchSize: c.batch}), c.field})
 	}
 	for _, c := range cases {
 		if err := c.new(); !errors.Is(err, inbox.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {

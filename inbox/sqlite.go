@@ -45,7 +45,14 @@ type SQLiteConfig struct {
 	// Retention is how long the id of a processed message is kept; see
 	// Config.Retention for what it must outlive. Defaults to 30 days.
 	Retention time.Duration
-	// CleanupBatchSize is the most ids one Cleanup statement deletes, so
+	// ReplayedRetention is how long a replayed parked message is kept;
+	// see Config.ReplayedRetention. Defaults to 90 days.
+	ReplayedRetention time.Duration
+	// ParkedRetention is how long a parked message that was never replayed
+	// is kept; see Config.ParkedRetention for why 0, the default, keeps it
+	// until it is replayed. Otherwise at least 1s.
+	ParkedRetention time.Duration
+	// CleanupBatchSize is the most rows one Cleanup statement deletes, so
 	// that the write lock is held briefly. Defaults to 1000.
 	CleanupBatchSize int
 	// Logger receives a warning per parked message and a note per Cleanup.
@@ -55,7 +62,8 @@ type SQLiteConfig struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c SQLiteConfig) withDefaults() SQLiteConfig {
-	c.Retention, c.CleanupBatchSize, c.Logger = retentionDefaults(c.Retention, c.CleanupBatchSize, c.Logger)
+	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
+		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
 	return c
 }
 
@@ -67,7 +75,7 @@ func (c SQLiteConfig) validate() error {
 	case strings.HasPrefix(c.TablePrefix, "sqlite_"):
 		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
 	}
-	return validateRetention(c.Retention, c.CleanupBatchSize)
+	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
 }
 
 // SQLiteInbox is the inbox in a SQLite database: the same guarantees as
@@ -299,19 +307,28 @@ func (i *SQLiteInbox) parkedGet(ctx context.Context, consumer string, id uuid.UU
 	return ps[0], true, nil
 }
 
-// Cleanup deletes the ids of messages processed longer than
-// SQLiteConfig.Retention ago, in batches of at most
-// SQLiteConfig.CleanupBatchSize, each a short write of its own, until none
-// is left; it returns how many it deleted. Parked messages are not
-// touched. See [Inbox.Cleanup].
+// Cleanup deletes processed ids and parked messages past their retentions
+// (SQLiteConfig.Retention, ReplayedRetention and ParkedRetention), in
+// batches of at most SQLiteConfig.CleanupBatchSize, each a short write of
+// its own, until none is left; it returns how many rows it deleted in all.
+// See [Inbox.Cleanup].
 func (i *SQLiteInbox) Cleanup(ctx context.Context) (int64, error) {
-	return cleanup(ctx, i.log, i.cfg.Retention, i.cfg.CleanupBatchSize, func(ctx context.Context) (int64, error) {
-		res, err := i.db.ExecContext(ctx, i.q.cleanup, i.cfg.Retention.Milliseconds(), i.cfg.CleanupBatchSize)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	})
+	return cleanup(ctx, i.log, i.cfg.CleanupBatchSize, i.cleanupSteps(), i.cleanupBatch)
+}
+
+// cleanupSteps are the kinds of rows SQLiteInbox.Cleanup deletes.
+func (i *SQLiteInbox) cleanupSteps() []cleanupStep {
+	return newCleanupSteps(i.q, i.cfg.Retention, i.cfg.ReplayedRetention, i.cfg.ParkedRetention)
+}
+
+// cleanupBatch runs one batch statement of step and returns the rows it
+// deleted.
+func (i *SQLiteInbox) cleanupBatch(ctx context.Context, step cleanupStep) (int64, error) {
+	res, err := i.db.ExecContext(ctx, step.query, step.age.Milliseconds(), i.cfg.CleanupBatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // collect reads every row with scan and closes rows.

@@ -31,6 +31,7 @@ type target interface {
 	Park(ctx context.Context, consumer string, m inbox.Message, attempts int, cause error) error
 	Parked(ctx context.Context, f inbox.ParkedFilter) ([]inbox.Parked, error)
 	Cleanup(ctx context.Context) (int64, error)
+	CleanupBatch(ctx context.Context, what string) (int64, error)
 	Ping(ctx context.Context) error
 
 	// effects counts the effect rows of a message.
@@ -41,6 +42,9 @@ type target interface {
 	processed(t *testing.T) int
 	// backdate makes the records of ids look processed age ago.
 	backdate(t *testing.T, age time.Duration, ids ...uuid.UUID)
+	// backdateParked makes the parked entries ids look parked (column
+	// parked_at) or replayed (replayed_at) age ago.
+	backdateParked(t *testing.T, column string, age time.Duration, ids ...uuid.UUID)
 	// overlap returns once n other deliveries of a message wait for the
 	// transaction that recorded it, as far as the database lets a test see.
 	overlap(ctx context.Context, n int) error
@@ -92,8 +96,8 @@ func wantEffects(t *testing.T, ib target, id uuid.UUID, want int) {
 // targetConfig configures the inbox of a target; zero fields mean the
 // defaults.
 type targetConfig struct {
-	retention time.Duration
-	batch     int
+	retention, replayed, parked time.Duration
+	batch                       int
 }
 
 // setupFunc creates a migrated target with empty tables.
@@ -127,7 +131,7 @@ type pgTarget struct {
 func setupPG(t *testing.T, cfg targetConfig) target {
 	b := setup(t)
 	ib, err := inbox.New(b.pool, inbox.Config{Schema: b.schema, Retention: cfg.retention,
-		CleanupBatchSize: cfg.batch, Logger: quiet})
+		ReplayedRetention: cfg.replayed, ParkedRetention: cfg.parked, CleanupBatchSize: cfg.batch, Logger: quiet})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -181,6 +185,11 @@ func (p *pgTarget) backdate(t *testing.T, age time.Duration, ids ...uuid.UUID) {
 		age.Microseconds(), ids)
 }
 
+func (p *pgTarget) backdateParked(t *testing.T, column string, age time.Duration, ids ...uuid.UUID) {
+	p.b.exec(t, "UPDATE {{schema}}.inbox_parked SET "+column+" = now() - $1::bigint * interval '1 microsecond' WHERE id = ANY($2)",
+		age.Microseconds(), ids)
+}
+
 // overlap waits until n backends are blocked on the lock of the record's
 // row.
 func (p *pgTarget) overlap(ctx context.Context, n int) error {
@@ -199,7 +208,8 @@ type sqliteTarget struct {
 func setupSQLite(t *testing.T, cfg targetConfig) target {
 	t.Helper()
 	db := openSQLite(t, filepath.Join(t.TempDir(), "app.db"))
-	ib, err := inbox.NewSQLite(db, inbox.SQLiteConfig{Retention: cfg.retention, CleanupBatchSize: cfg.batch, Logger: quiet})
+	ib, err := inbox.NewSQLite(db, inbox.SQLiteConfig{Retention: cfg.retention, ReplayedRetention: cfg.replayed,
+		ParkedRetention: cfg.parked, CleanupBatchSize: cfg.batch, Logger: quiet})
 	if err != nil {
 		t.Fatalf("NewSQLite: %v", err)
 	}
@@ -292,6 +302,18 @@ func (s *sqliteTarget) backdate(t *testing.T, age time.Duration, ids ...uuid.UUI
 			age.Milliseconds(), id.String())
 		if err != nil {
 			t.Fatalf("backdate: %v", err)
+		}
+	}
+}
+
+func (s *sqliteTarget) backdateParked(t *testing.T, column string, age time.Duration, ids ...uuid.UUID) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := s.db.ExecContext(testCtx(t),
+			"UPDATE inbox_parked SET "+column+" = CAST(unixepoch('now', 'subsec') * 1000 AS INTEGER) - ? WHERE id = ?",
+			age.Milliseconds(), id.String())
+		if err != nil {
+			t.Fatalf("backdate parked: %v", err)
 		}
 	}
 }

@@ -32,7 +32,9 @@
 //
 // [Relay.Start] returns at once; [Relay.Stop] stops claiming, waits for
 // outstanding acks up to Config.ShutdownTimeout, releases the leases of
-// whatever was not sent, and is safe to call more than once. [Relay.Run]
+// whatever was not sent, closes the relay's listening connection, and is
+// safe to call more than once. Once Stop returned, the relay holds no
+// connection and runs no goroutine, whatever the context Start was given. [Relay.Run]
 // does both around a context, for a main function.
 package relay
 
@@ -111,9 +113,12 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.started = true
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 
+	// The listening connection lives until the workers have stopped, not
+	// until ctx ends: Stop alone closes it.
+	listenCtx, stopListening := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if n, ok := r.cfg.Store.(store.Notifier); ok && !r.cfg.DisableListen {
-		ch, err := n.Notifications(ctx)
+		ch, err := n.Notifications(listenCtx)
 		if err != nil {
 			r.log.Warn("LISTEN failed; relying on polling", slog.Any("error", err))
 		} else {
@@ -146,8 +151,9 @@ func (r *Relay) Start(ctx context.Context) error {
 		workers.Wait()
 		r.sendStop()
 		r.resign()
+		stopListening()
+		wg.Wait() // the listening connection is closed
 		close(r.done)
-		wg.Wait()
 	}()
 	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
 		slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
@@ -176,8 +182,8 @@ func (r *Relay) resign() {
 
 // Stop stops claiming, waits up to Config.ShutdownTimeout for the acks of
 // batches in flight (marking them), then cancels what is left and releases
-// its leases. It returns when every worker has finished, or with ctx's
-// error if ctx ends first. Calling it again, or on a relay that never
+// its leases. It returns when every worker has finished and the listening
+// connection is closed, or with ctx's error if ctx ends first. Calling it again, or on a relay that never
 // started, is safe.
 func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()

@@ -45,7 +45,7 @@ func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 	fs.BoolVar(&c.recreateSlot, "recreate-slot", false, "cdc mode: if the recorded slot was lost, create a new one; events still unsent in the table are sent first (see docs/cdc.md)")
 	fs.StringVar(&c.cleanup, "cdc-cleanup", cdc.CleanupMarkSent.String(), "cdc mode: what happens to an event's row after the broker's ack: mark-sent or delete (\"write and forget\")")
 	fs.IntVar(&c.maxInFlight, "cdc-max-in-flight", 0, "cdc mode: most `events` read from the WAL and not yet acknowledged and recorded; later batches are read, checked and published while earlier ones await acks (0 means 4 × --batch-size; the value of --batch-size turns pipelining off)")
-	fs.Int64Var(&c.maxInFlightB, "cdc-max-in-flight-bytes", cdc.DefaultMaxInFlightBytes, "cdc mode: most `bytes` of events (payload, headers, keys) in flight")
+	fs.Int64Var(&c.maxInFlightB, "cdc-max-in-flight-bytes", cdc.DefaultMaxInFlightBytes, "cdc mode: most `bytes` of events (payload, headers, keys) held from the WAL reader to their record; the process needs about 2 × (this + 8 × the largest event) + 64 MiB (see docs/cdc.md, Memory)")
 }
 
 // runRelayMode runs the relay in the mode --mode names.

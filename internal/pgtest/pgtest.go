@@ -111,10 +111,20 @@ func countPool(t testing.TB) {
 // MaxPoolsPerTest of them.
 func Pool(t testing.TB, schema string) *pgxpool.Pool {
 	t.Helper()
+	return NamedPool(t, schema, "")
+}
+
+// NamedPool is Pool with the connections' application_name set to name (if
+// not empty), so that a test can find them in pg_stat_activity.
+func NamedPool(t testing.TB, schema, name string) *pgxpool.Pool {
+	t.Helper()
 	countPool(t)
 	cfg, err := pgxpool.ParseConfig(URL())
 	if err != nil {
 		t.Fatalf("pgtest: parse %s: %v", URL(), err)
+	}
+	if name != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 8
