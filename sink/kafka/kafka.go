@@ -153,19 +153,40 @@ func (s *Sink) Publish(ctx context.Context, recs []outbox.Record) []error {
 		return errs
 	}
 	topics := make([]string, len(recs))
-	krecs := make([]*kgo.Record, len(recs))
 	for i, rec := range recs {
 		topics[i] = s.Topic(rec)
-		krecs[i] = Record(rec, topics[i])
 	}
-	s.produce(ctx, krecs, errs)
+	krecs, idx := s.records(recs, topics, errs)
+	produced := make([]error, len(krecs))
+	s.produce(ctx, krecs, produced)
+	for j, i := range idx {
+		errs[i] = produced[j]
+	}
 	s.retryTooLarge(ctx, recs, topics, errs)
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = ClassifyError(fmt.Errorf("kafka: publish message %s to topic %s: %w", recs[i].ID, topics[i], err))
+	for _, i := range idx {
+		if errs[i] != nil {
+			errs[i] = ClassifyError(fmt.Errorf("kafka: publish message %s to topic %s: %w", recs[i].ID, topics[i], errs[i]))
 		}
 	}
 	return errs
+}
+
+// records builds the Kafka records of recs and returns them with the index
+// in recs of each. A message that [Record] refuses gets a permanent error in
+// errs, so that the relay dead-letters it, and no record.
+func (s *Sink) records(recs []outbox.Record, topics []string, errs []error) (krecs []*kgo.Record, idx []int) {
+	krecs = make([]*kgo.Record, 0, len(recs))
+	idx = make([]int, 0, len(recs))
+	for i, rec := range recs {
+		kr, err := Record(rec, topics[i], s.cfg.Limits)
+		if err != nil {
+			errs[i] = fmt.Errorf("%w: kafka: message %s not published to topic %s: %w", sink.ErrPermanent, rec.ID, topics[i], err)
+			continue
+		}
+		krecs = append(krecs, kr)
+		idx = append(idx, i)
+	}
+	return krecs, idx
 }
 
 // produce hands krecs to the producer and waits for every outcome, writing
@@ -316,7 +337,12 @@ func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics [
 				case <-ctx.Done():
 				case <-time.After(rand.N((s.cfg.Linger + 10*time.Millisecond) << try)):
 				}
-				s.produceAlone(ctx, Record(recs[i], topics[i]), errs[i:i+1])
+				kr, err := Record(recs[i], topics[i], s.cfg.Limits)
+				if err != nil { // Publish built it before, so it cannot fail now
+					errs[i] = err
+					break
+				}
+				s.produceAlone(ctx, kr, errs[i:i+1])
 			}
 			if errs[i] != nil {
 				failed[agg] = true
