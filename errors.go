@@ -14,7 +14,8 @@ var ErrInvalidMessage = errors.New("outbox: invalid message")
 // field and the rule it breaks. It wraps [ErrInvalidMessage].
 type ValidationError struct {
 	// Index is the position of the message in the slice passed to Enqueue or
-	// Validate.
+	// Validate, or -1 for a stored message checked before publishing
+	// ([ValidateHeaders]).
 	Index int
 	// Field is the message field, spelled as in the Kafka headers
 	// (aggregateId, eventType, payload, headers["x"], ...).
@@ -24,6 +25,9 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("outbox: invalid message: %s: %s", e.Field, e.Rule)
+	}
 	return fmt.Sprintf("outbox: invalid message %d: %s: %s", e.Index, e.Field, e.Rule)
 }
 

@@ -15,8 +15,15 @@ import (
 	"github.com/google/uuid"
 )
 
-// fuzzLimit is small so that the fuzzer reaches the size rule.
-const fuzzLimit = 512
+// fuzzLimit and fuzzHeaderLimit are small so that the fuzzer reaches the
+// size rules.
+const (
+	fuzzLimit       = 512
+	fuzzHeaderLimit = 32
+)
+
+// fuzzLimits are the Limits the fuzz test prepares under.
+var fuzzLimits = Limits{MaxPayloadBytes: fuzzLimit, MaxHeaderValueBytes: fuzzHeaderLimit}
 
 // reservedForFuzz is written out independently of ReservedHeaders, so that
 // dropping a name from that list fails the fuzz test.
@@ -50,6 +57,7 @@ func FuzzPrepare(f *testing.F) {
 	f.Add("id", "E", []byte(`{}`), "", "v", "")
 	f.Add("id", "E", []byte(`{}`), "bad name", "v", "")
 	f.Add("id", "E", []byte(`{}`), "x", "\xfe", "")
+	f.Add("id", "E", []byte(`{}`), "x", strings.Repeat("v", fuzzHeaderLimit+1), "")
 	f.Add("id", "E", []byte(`{}`), "x", "v", "attachment")
 	f.Add("id", "E", []byte(`{}`), "x", "v", "text/plain; a=\"\xff\"")
 	f.Add("id", "E", []byte(`{}`), "x", "v", "text/plain; charset")
@@ -68,7 +76,7 @@ func FuzzPrepare(f *testing.F) {
 		inCopy.Payload = bytes.Clone(payload)
 		inCopy.Headers = map[string]string{headerName: headerValue}
 
-		out, err := Prepare(context.Background(), Limits{MaxPayloadBytes: fuzzLimit}, []Message{in})
+		out, err := Prepare(context.Background(), fuzzLimits, []Message{in})
 
 		if !reflect.DeepEqual(in, inCopy) {
 			t.Fatalf("Prepare modified its input: %+v", in)
@@ -116,7 +124,7 @@ func FuzzPrepare(f *testing.F) {
 			t.Errorf("accepted output breaks a rule: %s", r)
 		}
 		// And it stays valid: Enqueue may prepare a prepared message again.
-		if err := Validate(Limits{MaxPayloadBytes: fuzzLimit}, m); err != nil {
+		if err := Validate(fuzzLimits, m); err != nil {
 			t.Errorf("Validate(Prepare output) = %v", err)
 		}
 	})
@@ -175,6 +183,9 @@ func brokenRule(aggregateID, eventType string, payload []byte, headerName, heade
 	}
 	if !utf8.ValidString(headerValue) {
 		return "header value not UTF-8"
+	}
+	if len(headerValue) > fuzzHeaderLimit {
+		return "header value too long"
 	}
 	return ""
 }

@@ -36,9 +36,12 @@ type Message struct {
 	Payload []byte
 	// ContentType of the payload. Defaults to [ContentTypeJSON].
 	ContentType string
-	// Headers are extra Kafka headers. Names are 1-255 characters of letters,
-	// digits, '.', '_' and '-', and must not be one of the headers the relay
-	// sets itself (see [ReservedHeaders]).
+	// Headers are extra Kafka headers, written after the relay's own. Names
+	// are 1-255 characters of letters, digits, '.', '_' and '-', and must
+	// not be one of the headers the relay sets itself (see
+	// [ReservedHeaders]), in any case. Values are valid UTF-8. There are at
+	// most Limits.MaxHeaders of them (64 by default), each value at most
+	// Limits.MaxHeaderValueBytes long (8192 bytes by default). Optional.
 	Headers map[string]string
 	// CorrelationID ties together all events of one business process.
 	// Optional.

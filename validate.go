@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -15,16 +17,34 @@ import (
 )
 
 // Limits bound what Enqueue accepts. The zero value means the defaults.
+//
+// The relay's Kafka sink applies the header limits again before it
+// publishes (kafka.Config.Limits), to rows written into the outbox table
+// without Enqueue: give both the same Limits.
 type Limits struct {
 	// MaxPayloadBytes is the largest payload accepted. Defaults to
 	// 1,000,000 bytes: Kafka's default message.max.bytes (1,048,588) less
 	// room for the headers and the batch overhead. A payload the broker
 	// still refuses becomes a dead letter with the broker's reason.
 	MaxPayloadBytes int
+	// MaxHeaders is the most entries Message.Headers may have. Defaults
+	// to 64.
+	MaxHeaders int
+	// MaxHeaderValueBytes is the longest value of an entry of
+	// Message.Headers, in bytes. Defaults to 8192, the size limit of a W3C
+	// baggage header.
+	MaxHeaderValueBytes int
 }
 
-// DefaultMaxPayloadBytes is the default of Limits.MaxPayloadBytes.
-const DefaultMaxPayloadBytes = 1_000_000
+// Defaults of [Limits].
+const (
+	// DefaultMaxPayloadBytes is the default of Limits.MaxPayloadBytes.
+	DefaultMaxPayloadBytes = 1_000_000
+	// DefaultMaxHeaders is the default of Limits.MaxHeaders.
+	DefaultMaxHeaders = 64
+	// DefaultMaxHeaderValueBytes is the default of Limits.MaxHeaderValueBytes.
+	DefaultMaxHeaderValueBytes = 8192
+)
 
 // maxNameLen bounds the identifying string fields (types, ids, header names).
 const maxNameLen = 255
@@ -34,11 +54,34 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxPayloadBytes == 0 {
 		l.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
+	if l.MaxHeaders == 0 {
+		l.MaxHeaders = DefaultMaxHeaders
+	}
+	if l.MaxHeaderValueBytes == 0 {
+		l.MaxHeaderValueBytes = DefaultMaxHeaderValueBytes
+	}
 	return l
 }
 
-// ReservedHeaders are the Kafka headers the relay sets on every record. A
-// message's own Headers must not use these names (compared case-insensitively).
+// Validate reports the first field of l that is negative, by name
+// ("Limits.MaxHeaders -1 must not be negative"). Zero means the default.
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxPayloadBytes", l.MaxPayloadBytes}, {"MaxHeaders", l.MaxHeaders}, {"MaxHeaderValueBytes", l.MaxHeaderValueBytes}} {
+		if f.v < 0 {
+			return fmt.Errorf("Limits.%s %d must not be negative", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// ReservedHeaders are the Kafka headers the relay sets on every record, and
+// tracestate, which belongs with the relay's traceparent. A message's own
+// Headers must not use these names, compared case-insensitively: Enqueue
+// refuses such a message, and the relay dead-letters a stored one (see
+// [ValidateHeaders]).
 var ReservedHeaders = []string{
 	"eventId", "eventType", "eventVersion", "aggregateType", "aggregateId",
 	"correlationId", "causationId", "traceparent", "tracestate", "contentType",
@@ -135,21 +178,74 @@ func validate(i int, m *Message, l Limits) error {
 	if IsJSON(m.ContentType) && (!json.Valid(m.Payload) || !utf8.Valid(m.Payload)) {
 		return bad("payload", "must be valid JSON for content type "+m.ContentType)
 	}
-	for name, value := range m.Headers {
-		field := fmt.Sprintf("headers[%q]", name)
-		if !headerNameRe.MatchString(name) {
-			return bad(field, "name must be 1-255 characters of letters, digits, '.', '_' and '-'")
-		}
-		for _, r := range ReservedHeaders {
-			if strings.EqualFold(name, r) {
-				return bad(field, "name is reserved: the relay sets "+r+" itself")
-			}
-		}
-		if !utf8.ValidString(value) {
-			return bad(field, "value must be valid UTF-8")
-		}
+	if field, rule := checkHeaders(m.Headers, l); rule != "" {
+		return bad(field, rule)
 	}
 	return nil
+}
+
+// ValidateHeaders checks a message's own headers (Message.Headers) against
+// the rules Enqueue applies to them under limits: at most
+// Limits.MaxHeaders entries; names of 1-255 letters, digits, '.', '_' and
+// '-' that are none of [ReservedHeaders] in any case; values of valid UTF-8
+// of at most Limits.MaxHeaderValueBytes bytes. Names are checked in
+// sorted order, so the error always names the same header.
+//
+// The relay's Kafka sink calls it before publishing a stored message, since
+// a row written into the outbox table with plain SQL did not pass Enqueue.
+// The error is a *[ValidationError] with Index -1.
+func ValidateHeaders(limits Limits, headers map[string]string) error {
+	if field, rule := checkHeaders(headers, limits.WithDefaults()); rule != "" {
+		return &ValidationError{Index: -1, Field: field, Rule: rule}
+	}
+	return nil
+}
+
+// checkHeaders returns the field and rule of the first header that breaks
+// a rule (see ValidateHeaders), or "", "". l has its defaults.
+func checkHeaders(h map[string]string, l Limits) (field, rule string) {
+	if len(h) == 0 {
+		return "", ""
+	}
+	if len(h) > l.MaxHeaders {
+		return "headers", fmt.Sprintf("must have at most %d entries, has %d", l.MaxHeaders, len(h))
+	}
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		field := fmt.Sprintf("headers[%q]", name)
+		if !headerNameRe.MatchString(name) {
+			return field, "name must be 1-255 characters of letters, digits, '.', '_' and '-'"
+		}
+		if r := reservedAs(name); r != "" {
+			return field, "name is reserved: " + reservedReason(r)
+		}
+		value := h[name]
+		if !utf8.ValidString(value) {
+			return field, "value must be valid UTF-8"
+		}
+		if len(value) > l.MaxHeaderValueBytes {
+			return field, fmt.Sprintf("value must be at most %d bytes, is %d", l.MaxHeaderValueBytes, len(value))
+		}
+	}
+	return "", ""
+}
+
+// reservedAs returns the reserved header that name is, compared
+// case-insensitively (consumers often look headers up that way), or "".
+func reservedAs(name string) string {
+	for _, r := range ReservedHeaders {
+		if strings.EqualFold(name, r) {
+			return r
+		}
+	}
+	return ""
+}
+
+// reservedReason says why the reserved header r is not a message's own.
+func reservedReason(r string) string {
+	if r == "tracestate" {
+		return "tracestate goes with the traceparent the relay sets"
+	}
+	return "the relay sets " + r + " itself"
 }
 
 // checkName returns the broken rule for an identifying string, or "".

@@ -169,7 +169,88 @@ func invalidCases() []invalidCase {
 	add("header value invalid UTF-8", 2, `headers["x-tenant"]`, "value must be valid UTF-8", func(m *Message) {
 		m.Headers = map[string]string{"x-tenant": "a\xfe"}
 	})
+	add("header value over the default limit", 1, `headers["x-note"]`, "value must be at most 8192 bytes, is 8193", func(m *Message) {
+		m.Headers = map[string]string{"x-note": strings.Repeat("n", 8193)}
+	})
+	cases = append(cases, invalidCase{
+		name: "header value over a custom limit", limits: Limits{MaxHeaderValueBytes: 3}, at: 0,
+		field: `headers["x-tenant"]`, rule: "value must be at most 3 bytes, is 4",
+		mutate: func(m *Message) { m.Headers = map[string]string{"x-tenant": "acme"} },
+	})
+	add("more headers than the default limit", 2, "headers", "must have at most 64 entries, has 65", func(m *Message) {
+		m.Headers = map[string]string{}
+		for i := range 65 {
+			m.Headers[fmt.Sprintf("h%02d", i)] = "v"
+		}
+	})
+	cases = append(cases, invalidCase{
+		name: "more headers than a custom limit", limits: Limits{MaxHeaders: 1}, at: 1,
+		field: "headers", rule: "must have at most 1 entries, has 2",
+		mutate: func(m *Message) { m.Headers = map[string]string{"a": "1", "b": "2"} },
+	})
+	// Of several bad headers, the first by name is reported, every time.
+	add("first bad header by name", 0, `headers["a b"]`, "name must be", func(m *Message) {
+		m.Headers = map[string]string{"z z": "v", "eventId": "v", "a b": "v", "m": "\xff"}
+	})
 	return cases
+}
+
+// invalidUTF8Cases are, for every string field of a Message, a value with
+// invalid UTF-8 and the field and rule Prepare reports for it.
+func invalidUTF8Cases() []invalidCase {
+	const bad = "ok\xffok"
+	return []invalidCase{
+		{name: "aggregateType", field: "aggregateType", rule: "must be valid UTF-8", mutate: func(m *Message) { m.AggregateType = bad }},
+		{name: "aggregateId", field: "aggregateId", rule: "must be valid UTF-8", mutate: func(m *Message) { m.AggregateID = bad }},
+		{name: "eventType", field: "eventType", rule: "must be valid UTF-8", mutate: func(m *Message) { m.EventType = bad }},
+		{name: "topic", field: "topic", rule: "must be 1-249 characters of letters, digits", mutate: func(m *Message) { m.Topic = bad }},
+		{name: "correlationId", field: "correlationId", rule: "must be valid UTF-8", mutate: func(m *Message) { m.CorrelationID = bad }},
+		{name: "causationId", field: "causationId", rule: "must be valid UTF-8", mutate: func(m *Message) { m.CausationID = bad }},
+		{name: "traceparent", field: "traceparent", rule: "must be a W3C traceparent", mutate: func(m *Message) {
+			m.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333\xff-01"
+		}},
+		{name: "contentType", field: "contentType", rule: "must be valid UTF-8", mutate: func(m *Message) { m.ContentType = "text/plain; x=\"" + bad + "\"" }},
+		{name: "header name", field: `headers["ok\xffok"]`, rule: "name must be 1-255 characters", mutate: func(m *Message) {
+			m.Headers = map[string]string{bad: "v"}
+		}},
+		{name: "header value", field: `headers["x-tenant"]`, rule: "value must be valid UTF-8", mutate: func(m *Message) {
+			m.Headers = map[string]string{"x-tenant": bad}
+		}},
+		{name: "JSON payload, inside a string", field: "payload", rule: "must be valid JSON", mutate: func(m *Message) {
+			m.Payload = []byte(`{"customer":"` + bad + `"}`)
+		}},
+		{name: "JSON payload, inside a key", field: "payload", rule: "must be valid JSON", mutate: func(m *Message) {
+			m.Payload = []byte(`{"` + bad + `":1}`)
+		}},
+		{name: "+json payload", field: "payload", rule: "must be valid JSON", mutate: func(m *Message) {
+			m.ContentType = "application/cloudevents+json"
+			m.Payload = []byte(`["` + bad + `"]`)
+		}},
+	}
+}
+
+// Invalid UTF-8 is refused in every string field, naming the field, and
+// in a payload only when it is JSON: other payloads are bytes.
+func TestPrepare_InvalidUTF8_IsRefusedInEveryStringField(t *testing.T) {
+	t.Parallel()
+	for _, c := range invalidUTF8Cases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := validMessage()
+			c.mutate(&m)
+			err := Validate(Limits{}, m)
+			ve, ok := errors.AsType[*ValidationError](err)
+			if !ok || ve.Field != c.field || !strings.Contains(ve.Rule, c.rule) {
+				t.Fatalf("Validate = %v; want field %s refused with a rule containing %q", err, c.field, c.rule)
+			}
+		})
+	}
+	m := validMessage()
+	m.ContentType = "application/octet-stream"
+	m.Payload = []byte("ok\xffok")
+	if err := Validate(Limits{}, m); err != nil {
+		t.Errorf("a binary payload with bytes that are not UTF-8 was refused: %v", err)
+	}
 }
 
 func TestPrepare_InvalidMessage_ReportsIndexFieldAndRule(t *testing.T) {
@@ -263,6 +344,15 @@ func TestPrepare_ValidMessage_IsAccepted(t *testing.T) {
 			m.ContentType = "application/octet-stream"
 			m.Payload = make([]byte, DefaultMaxPayloadBytes)
 		}},
+		{"headers at the default limits", Limits{}, func(m *Message) {
+			m.Headers = map[string]string{}
+			for i := range DefaultMaxHeaders {
+				m.Headers[fmt.Sprintf("h%02d", i)] = strings.Repeat("v", DefaultMaxHeaderValueBytes)
+			}
+		}},
+		{"headers at custom limits", Limits{MaxHeaders: 2, MaxHeaderValueBytes: 4}, func(m *Message) {
+			m.Headers = map[string]string{"a": "acme", "b": "ü!"}
+		}},
 		{"headers", Limits{}, func(m *Message) {
 			m.Headers = map[string]string{
 				"x-tenant":               "acme",
@@ -287,13 +377,17 @@ func TestPrepare_ValidMessage_IsAccepted(t *testing.T) {
 func TestPrepare_EveryReservedHeader_IsRejectedInAnyCase(t *testing.T) {
 	t.Parallel()
 	for _, name := range ReservedHeaders {
+		reason := "the relay sets " + name + " itself"
+		if name == "tracestate" { // the relay sets no tracestate, but its traceparent
+			reason = "tracestate goes with the traceparent the relay sets"
+		}
 		for _, spelled := range []string{name, strings.ToUpper(name), strings.ToLower(name)} {
 			m := validMessage()
 			m.Headers = map[string]string{spelled: "v"}
 			err := Validate(Limits{}, m)
 			var ve *ValidationError
 			if !errors.As(err, &ve) || ve.Field != fmt.Sprintf("headers[%q]", spelled) ||
-				!strings.Contains(ve.Rule, "the relay sets "+name+" itself") {
+				!strings.Contains(ve.Rule, "name is reserved: "+reason) {
 				t.Errorf("header %q: err = %v; want it rejected as reserved", spelled, err)
 			}
 		}
@@ -485,11 +579,48 @@ func TestPrepare_TraceParent_NoValidSpan_IsEmpty(t *testing.T) {
 
 func TestLimits_WithDefaults(t *testing.T) {
 	t.Parallel()
-	if got := (Limits{}).WithDefaults().MaxPayloadBytes; got != 1_000_000 {
-		t.Errorf("zero Limits: MaxPayloadBytes = %d; want 1,000,000", got)
+	if got, want := (Limits{}).WithDefaults(), (Limits{MaxPayloadBytes: 1_000_000, MaxHeaders: 64, MaxHeaderValueBytes: 8192}); got != want {
+		t.Errorf("zero Limits with defaults = %+v; want %+v", got, want)
 	}
-	if got := (Limits{MaxPayloadBytes: 10}).WithDefaults().MaxPayloadBytes; got != 10 {
-		t.Errorf("MaxPayloadBytes = %d; want the given 10", got)
+	given := Limits{MaxPayloadBytes: 10, MaxHeaders: 2, MaxHeaderValueBytes: 3}
+	if got := given.WithDefaults(); got != given {
+		t.Errorf("Limits %+v with defaults = %+v; want them kept", given, got)
+	}
+}
+
+func TestLimits_Validate_NamesTheNegativeField(t *testing.T) {
+	t.Parallel()
+	for field, l := range map[string]Limits{
+		"Limits.MaxPayloadBytes -1":     {MaxPayloadBytes: -1},
+		"Limits.MaxHeaders -2":          {MaxHeaders: -2},
+		"Limits.MaxHeaderValueBytes -3": {MaxHeaderValueBytes: -3},
+	} {
+		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), field+" must not be negative") {
+			t.Errorf("Validate(%+v) = %v; want an error naming %s", l, err, field)
+		}
+	}
+	if err := (Limits{}).Validate(); err != nil {
+		t.Errorf("Validate(zero Limits) = %v", err)
+	}
+}
+
+// ValidateHeaders applies Enqueue's header rules to a stored message: the
+// error has no index, and names the header and the rule.
+func TestValidateHeaders_StoredMessage_NamesHeaderWithoutIndex(t *testing.T) {
+	t.Parallel()
+	err := ValidateHeaders(Limits{}, map[string]string{"x-tenant": "acme", "EventType": "Spoofed"})
+	ve, ok := errors.AsType[*ValidationError](err)
+	if !ok || !errors.Is(err, ErrInvalidMessage) || ve.Index != -1 {
+		t.Fatalf("ValidateHeaders = %v; want a *ValidationError with Index -1", err)
+	}
+	if got, want := err.Error(), `outbox: invalid message: headers["EventType"]: name is reserved: the relay sets eventType itself`; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
+	if err := ValidateHeaders(Limits{MaxHeaders: 1}, map[string]string{"a": "1", "b": "2"}); err == nil {
+		t.Error("ValidateHeaders ignored the limits given")
+	}
+	if err := ValidateHeaders(Limits{}, nil); err != nil {
+		t.Errorf("ValidateHeaders(nil) = %v", err)
 	}
 }
 

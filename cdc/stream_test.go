@@ -167,7 +167,10 @@ func TestStream_RecordContractIsThePollingRelays(t *testing.T) {
 	}
 	rec.Message, rec.Message.ID = m, rec.ID
 	rec.ContentType = outbox.ContentTypeJSON
-	want := kafka.Record(rec, e.topic)
+	want, err := kafka.Record(rec, e.topic, outbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(got.Key) != string(want.Key) || string(got.Value) != string(want.Value) {
 		t.Fatalf("key/value %q/%q; want %q/%q", got.Key, got.Value, want.Key, want.Value)
 	}

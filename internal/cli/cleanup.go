@@ -160,13 +160,13 @@ func (a *app) cleanupPartitions(ctx context.Context, o *ops.Ops, cfg ops.Partiti
 		return err
 	}
 	for _, name := range res.Created {
-		fmt.Fprintf(a.stdout, "created partition %s\n", name)
+		fmt.Fprintf(a.stdout, "created partition %s\n", termSafe(name))
 	}
 	for _, p := range res.Dropped {
-		fmt.Fprintf(a.stdout, "dropped partition %s (created before %s)\n", p.Name, p.To.UTC().Format(time.RFC3339))
+		fmt.Fprintf(a.stdout, "dropped partition %s (created before %s)\n", termSafe(p.Name), p.To.UTC().Format(time.RFC3339))
 	}
 	for _, k := range res.Kept {
-		fmt.Fprintf(a.stdout, "kept partition %s: %s\n", k.Name, k.Reason)
+		fmt.Fprintf(a.stdout, "kept partition %s: %s\n", termSafe(k.Name), termSafe(k.Reason))
 	}
 	fmt.Fprintf(a.stdout, "%d partition(s) created, %d dropped (about %d rows), %d kept past the cutoff %s\n",
 		len(res.Created), len(res.Dropped), res.DroppedRows, len(res.Kept), res.Cutoff.UTC().Format(time.RFC3339))

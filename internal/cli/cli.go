@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "Error: %v\n", err)
+	fmt.Fprintf(stderr, "Error: %s\n", termLines(err.Error())) // errors may quote stored data
 	if isUsageError(err) {
 		if cmd == nil {
 			cmd = root

@@ -209,9 +209,9 @@ func printCursor(w io.Writer, c ops.CursorState) {
 		max(c.At.Sub(c.SavedAt), 0).Round(time.Millisecond), c.SavedAt.UTC().Format(time.RFC3339Nano))
 	switch {
 	case c.Leading:
-		fmt.Fprintf(w, "Cursor leader:      %s (lease until %s)\n", c.Leader, c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(w, "Cursor leader:      %s (lease until %s)\n", termSafe(c.Leader), c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
 	case c.Leader != "":
-		fmt.Fprintf(w, "Cursor leader:      none (%s's lease expired at %s)\n", c.Leader, c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(w, "Cursor leader:      none (%s's lease expired at %s)\n", termSafe(c.Leader), c.LeaseExpiresAt.UTC().Format(time.RFC3339Nano))
 	default:
 		fmt.Fprintln(w, "Cursor leader:      none")
 	}

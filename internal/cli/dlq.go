@@ -120,8 +120,8 @@ its aggregate wait behind it, and the last error.`,
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tID\tAGGREGATE\tEVENT TYPE\tATTEMPTS\tDEAD AT\tWAITING\tLAST ERROR")
 			for _, d := range list {
-				fmt.Fprintf(tw, "%d\t%s\t%s/%s\t%s\t%d\t%s\t%d\t%s\n", d.Seq, d.ID, d.AggregateType, d.AggregateID,
-					d.EventType, d.Attempts, d.DeadAt.UTC().Format(time.RFC3339), d.Waiting, oneLine(d.LastError, 60))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", d.Seq, d.ID, termSafe(d.AggregateType+"/"+d.AggregateID),
+					termSafe(d.EventType), d.Attempts, d.DeadAt.UTC().Format(time.RFC3339), d.Waiting, oneLine(d.LastError, 60))
 			}
 			tw.Flush()
 			if f.Limit > 0 && len(list) == f.Limit {
@@ -150,9 +150,10 @@ type deadLetterJSON struct {
 	Waiting       int64     `json:"waiting"`
 }
 
-// oneLine shortens s to one line of at most n characters.
+// oneLine shortens s to one line of at most n characters, white space
+// runs made one space and the rest made safe (termSafe).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termSafe(strings.Join(strings.Fields(s), " "))
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -293,7 +294,7 @@ func detailJSON(d ops.DeadLetterDetail) detailOutput {
 func printDetail(w io.Writer, d ops.DeadLetterDetail) {
 	r := d.Record
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%s\n", k, termSafe(fmt.Sprint(v))) }
 	row("ID", r.ID)
 	row("Seq", r.Seq)
 	row("Status", r.Status)
@@ -327,10 +328,10 @@ func printDetail(w io.Writer, d ops.DeadLetterDetail) {
 		fmt.Fprintln(w, "  (none)")
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-		fmt.Fprintf(w, "  %s: %s\n", k, r.Headers[k])
+		fmt.Fprintf(w, "  %s: %s\n", termSafe(k), termSafe(r.Headers[k]))
 	}
 	fmt.Fprintln(w, "\nPayload:")
-	fmt.Fprintln(w, indent(payloadText(r.Payload), "  "))
+	fmt.Fprintln(w, indent(termLines(payloadText(r.Payload)), "  "))
 
 	fmt.Fprintln(w, "\nAttempts:")
 	if len(d.Attempts) == 0 {
@@ -348,9 +349,9 @@ func printDetail(w io.Writer, d ops.DeadLetterDetail) {
 		fmt.Fprintln(w, "  (none)")
 	}
 	for _, e := range d.Audit {
-		fmt.Fprintf(w, "  %s  %s by %s", e.At.UTC().Format(time.RFC3339), e.Action, e.Actor)
+		fmt.Fprintf(w, "  %s  %s by %s", e.At.UTC().Format(time.RFC3339), termSafe(e.Action), termSafe(e.Actor))
 		if e.Reason != "" {
-			fmt.Fprintf(w, ": %s", e.Reason)
+			fmt.Fprintf(w, ": %s", termSafe(e.Reason))
 		}
 		fmt.Fprintln(w)
 	}

@@ -102,11 +102,11 @@ func printPartitions(w io.Writer, ps []pgstore.Partition) {
 	for _, p := range ps {
 		switch {
 		case p.Default:
-			fmt.Fprintf(w, "  %s (default: rows no other partition covers)\n", p.Name)
+			fmt.Fprintf(w, "  %s (default: rows no other partition covers)\n", termSafe(p.Name))
 		case p.From.IsZero():
-			fmt.Fprintf(w, "  %s (before %s)\n", p.Name, p.To.Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s (before %s)\n", termSafe(p.Name), p.To.Format(time.RFC3339))
 		default:
-			fmt.Fprintf(w, "  %s [%s, %s)\n", p.Name, p.From.Format(time.RFC3339), p.To.Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s [%s, %s)\n", termSafe(p.Name), p.From.Format(time.RFC3339), p.To.Format(time.RFC3339))
 		}
 	}
 }

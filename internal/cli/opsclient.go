@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,11 +36,16 @@ func (a *app) openOps(ctx context.Context, purpose string, cfg ops.Config) (*ops
 	return o, pool, nil
 }
 
-// writeJSON writes v as indented JSON and a newline.
+// writeJSON writes v as indented JSON and a newline, safe for a terminal
+// (jsonTermSafe).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	if _, err := w.Write(jsonTermSafe(buf.Bytes())); err != nil {
 		return fmt.Errorf("write JSON: %w", err)
 	}
 	return nil

@@ -88,19 +88,19 @@ log.`,
 					a.logger.Warn("closing the Kafka client", slog.Any("error", err))
 				}
 			}()
-			fmt.Fprintf(a.stdout, "replay %s: events since %s", name, t.UTC().Format(time.RFC3339Nano))
+			fmt.Fprintf(a.stdout, "replay %s: events since %s", termSafe(name), t.UTC().Format(time.RFC3339Nano))
 			if aggregateType != "" {
-				fmt.Fprintf(a.stdout, ", aggregate type %s", aggregateType)
+				fmt.Fprintf(a.stdout, ", aggregate type %s", termSafe(aggregateType))
 			}
 			if eventType != "" {
-				fmt.Fprintf(a.stdout, ", event type %s", eventType)
+				fmt.Fprintf(a.stdout, ", event type %s", termSafe(eventType))
 			}
 			fmt.Fprintf(a.stdout, ", at most %v/s\n", rate)
 			p, err := o.Republish(ctx, ops.RepublishConfig{
 				Name: name, Since: t, AggregateType: aggregateType, EventType: eventType,
 				Rate: rate, BatchSize: batchSize, Restart: restart, Actor: actor, Reason: reason,
 			}, snk)
-			fmt.Fprintf(a.stdout, "replay %s: published %d now, %d in all, up to seq %d of %d", name, p.ThisRun, p.Published, p.LastSeq, p.UntilSeq)
+			fmt.Fprintf(a.stdout, "replay %s: published %d now, %d in all, up to seq %d of %d", termSafe(name), p.ThisRun, p.Published, p.LastSeq, p.UntilSeq)
 			if p.Finished {
 				fmt.Fprintln(a.stdout, "; finished")
 			} else {

@@ -188,7 +188,7 @@ func printStats(w io.Writer, s ops.Stats) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "BLOCKED AGGREGATE\tDEAD LETTER\tEVENT TYPE\tWAITING")
 		for _, b := range s.Blocked {
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\n", b.AggregateType, b.AggregateID, b.DeadLetterID, b.EventType, b.Waiting)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", termSafe(b.AggregateType+"/"+b.AggregateID), b.DeadLetterID, termSafe(b.EventType), b.Waiting)
 		}
 		tw.Flush()
 	}
@@ -197,7 +197,7 @@ func printStats(w io.Writer, s ops.Stats) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FAILING EVENT TYPE\tFAILED\tDEAD_LETTER")
 		for _, f := range s.TopFailing {
-			fmt.Fprintf(tw, "%s\t%d\t%d\n", f.EventType, f.Failed, f.DeadLetter)
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", termSafe(f.EventType), f.Failed, f.DeadLetter)
 		}
 		tw.Flush()
 	}

@@ -95,6 +95,12 @@ type Config struct {
 	// RequestTimeout is how long a broker may take to answer a produce
 	// request. Defaults to 10s.
 	RequestTimeout time.Duration
+	// Limits are the rules a message's own headers must keep to be
+	// published: the header limits of [outbox.Limits] and the names
+	// Enqueue refuses (see [Record]). Set them to the store's Limits
+	// (pgstore.Config.Limits) when those are not the defaults. Defaults to
+	// outbox's defaults.
+	Limits outbox.Limits
 	// Security configures TLS and SASL. Defaults to plaintext without
 	// authentication.
 	Security Security
@@ -134,6 +140,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Limits = c.Limits.WithDefaults()
 	return c
 }
 
@@ -172,6 +179,9 @@ func (c Config) validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		return bad("RequestTimeout", "must not be negative")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("kafka: config: %w", err)
 	}
 	return nil
 }

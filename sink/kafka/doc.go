@@ -17,6 +17,11 @@
 //     by name. Values are UTF-8 text; eventVersion is a decimal number.
 //   - timestamp: the time of publishing (CreateTime).
 //
+// The relay's headers are always the relay's: a stored message whose own
+// headers use one of their names (in any case) or break a header limit of
+// Config.Limits is not published but refused with a permanent error naming
+// the header, so the relay dead-letters it (see [Record]).
+//
 // # Topics
 //
 // A message's Topic wins; without one, Config.Route decides, then

@@ -163,39 +163,54 @@ func (s *Sink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	}
 	now := time.Now()
 	topics := make([]string, len(recs))
-	var krecs []*kgo.Record
-	var produced []int // index in recs of each of krecs
 	for i, rec := range recs {
 		topics[i] = s.Topic(rec)
+	}
+	krecs, idx := s.records(recs, topics, errs, now)
+	produced := make([]error, len(krecs))
+	s.produce(ctx, krecs, produced)
+	for j, i := range idx {
+		errs[i] = produced[j]
+	}
+	s.retryTooLarge(ctx, recs, topics, errs)
+	s.settleTopics(recs, topics, idx, errs)
+	return errs
+}
+
+// records builds the Kafka records of recs and returns them with the index
+// in recs of each. A message that [Record] refuses gets a permanent error in
+// errs, so that the relay dead-letters it, and no record; a message for a
+// topic known to be missing gets the topic's error at once, and no record.
+func (s *Sink) records(recs []outbox.Record, topics []string, errs []error, now time.Time) (krecs []*kgo.Record, idx []int) {
+	krecs = make([]*kgo.Record, 0, len(recs))
+	idx = make([]int, 0, len(recs))
+	for i, rec := range recs {
 		if te := s.topics.blocked(topics[i], now); te != nil {
 			errs[i] = te
 			continue
 		}
-		krecs = append(krecs, Record(rec, topics[i]))
-		produced = append(produced, i)
+		kr, err := Record(rec, topics[i], s.cfg.Limits)
+		if err != nil {
+			errs[i] = fmt.Errorf("%w: kafka: message %s not published to topic %s: %w", sink.ErrPermanent, rec.ID, topics[i], err)
+			continue
+		}
+		krecs = append(krecs, kr)
+		idx = append(idx, i)
 	}
-	perr := make([]error, len(krecs))
-	s.produce(ctx, krecs, perr)
-	for j, i := range produced {
-		errs[i] = perr[j]
-	}
-	s.retryTooLarge(ctx, recs, topics, errs)
-	s.settleTopics(recs, topics, errs)
-	return errs
+	return krecs, idx
 }
 
 // settleTopics counts the acknowledged records by topic and classifies the
-// errors: a topic error gets its topic, and the topic book learns of it.
-func (s *Sink) settleTopics(recs []outbox.Record, topics []string, errs []error) {
+// errors of the records produced (recs[idx]): a topic error gets its topic,
+// and the topic book learns of it.
+func (s *Sink) settleTopics(recs []outbox.Record, topics []string, idx []int, errs []error) {
 	now := time.Now()
 	acked := make(map[string]int)
-	for i, err := range errs {
+	for _, i := range idx {
+		err := errs[i]
 		if err == nil {
 			acked[topics[i]]++
 			continue
-		}
-		if _, done := errors.AsType[*sink.TopicError](err); done {
-			continue // refused by the book, which counted it
 		}
 		err = ClassifyError(err)
 		if te, ok := errors.AsType[*sink.TopicError](err); ok {
@@ -357,7 +372,12 @@ func (s *Sink) retryTooLarge(ctx context.Context, recs []outbox.Record, topics [
 				case <-ctx.Done():
 				case <-time.After(rand.N((s.cfg.Linger + 10*time.Millisecond) << try)):
 				}
-				s.produceAlone(ctx, Record(recs[i], topics[i]), errs[i:i+1])
+				kr, err := Record(recs[i], topics[i], s.cfg.Limits)
+				if err != nil { // Publish built it before, so it cannot fail now
+					errs[i] = err
+					break
+				}
+				s.produceAlone(ctx, kr, errs[i:i+1])
 			}
 			if errs[i] != nil {
 				failed[agg] = true

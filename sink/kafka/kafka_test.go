@@ -500,7 +500,10 @@ func TestRecord_EventVersionIsDecimal(t *testing.T) {
 	t.Parallel()
 	r := rec("a", 0)
 	r.EventVersion = 12
-	kr := kafka.Record(r, "t")
+	kr, err := kafka.Record(r, "t", outbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if kr.Topic != "t" || header(kr, kafka.HeaderEventVersion) != strconv.Itoa(12) {
 		t.Errorf("Record: topic %q, eventVersion %q", kr.Topic, header(kr, kafka.HeaderEventVersion))
 	}

@@ -31,6 +31,19 @@ const (
 // traceparent (only when set) and contentType, followed by the message's
 // own headers sorted by name.
 //
+// A message cannot speak for itself in the relay's headers: Record refuses
+// rec when its own headers break the rules Enqueue applies under limits
+// ([outbox.ValidateHeaders]): a name that is one of
+// [outbox.ReservedHeaders] in any case, an invalid name, a value that is
+// not UTF-8 or is longer than limits.MaxHeaderValueBytes, more than
+// limits.MaxHeaders entries. Enqueue refuses such a message; a row written
+// into the outbox table with plain SQL bypasses it, and is caught here.
+// The error wraps [outbox.ErrInvalidMessage] and is a
+// *[outbox.ValidationError] naming the header and the rule. [Sink.Publish]
+// returns it as a permanent error, so the relay dead-letters the message
+// with that reason rather than publish it with headers removed: it stays
+// whole in the outbox, to be corrected and replayed, or discarded.
+//
 // The timestamp is left zero, so the producer stamps the time of publishing
 // (Kafka's CreateTime). The time the message was enqueued is not used: a
 // message published late, such as a replayed dead letter, would otherwise
@@ -39,7 +52,10 @@ const (
 //
 // Record is exported so that every way of publishing (the relay's sink, or
 // change data capture) writes the same contract.
-func Record(rec outbox.Record, topic string) *kgo.Record {
+func Record(rec outbox.Record, topic string, limits outbox.Limits) (*kgo.Record, error) {
+	if err := outbox.ValidateHeaders(limits, rec.Headers); err != nil {
+		return nil, err
+	}
 	hs := make([]kgo.RecordHeader, 0, 9+len(rec.Headers))
 	add := func(k, v string) { hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)}) }
 	add(HeaderEventID, rec.ID.String())
@@ -61,5 +77,5 @@ func Record(rec outbox.Record, topic string) *kgo.Record {
 		Key:     []byte(rec.AggregateID),
 		Value:   rec.Payload,
 		Headers: hs,
-	}
+	}, nil
 }

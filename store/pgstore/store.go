@@ -115,8 +115,8 @@ func (c Config) validate() error {
 	if c.CursorReadAhead < 0 {
 		return fmt.Errorf("%w: CursorReadAhead %d must not be negative", ErrInvalidConfig, c.CursorReadAhead)
 	}
-	if c.Limits.MaxPayloadBytes < 0 {
-		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -101,6 +101,8 @@ func TestNew_RejectsInvalidConfig(t *testing.T) {
 		{sqlitestore.Config{TablePrefix: strings.Repeat("a", 41)}, "TablePrefix"},
 		{sqlitestore.Config{TablePrefix: "sqlite_"}, "TablePrefix"},
 		{sqlitestore.Config{Limits: outbox.Limits{MaxPayloadBytes: -1}}, "Limits.MaxPayloadBytes"},
+		{sqlitestore.Config{Limits: outbox.Limits{MaxHeaders: -1}}, "Limits.MaxHeaders"},
+		{sqlitestore.Config{Limits: outbox.Limits{MaxHeaderValueBytes: -1}}, "Limits.MaxHeaderValueBytes"},
 	} {
 		_, err := sqlitestore.New(b.db, tc.cfg)
 		if !errors.Is(err, sqlitestore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {

@@ -70,8 +70,8 @@ func (c Config) validate() error {
 	if strings.HasPrefix(c.TablePrefix, "sqlite_") {
 		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
 	}
-	if c.Limits.MaxPayloadBytes < 0 {
-		return fmt.Errorf("%w: Limits.MaxPayloadBytes %d must not be negative", ErrInvalidConfig, c.Limits.MaxPayloadBytes)
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

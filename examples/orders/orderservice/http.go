@@ -10,7 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -29,6 +32,8 @@ import (
 // A bad request gets 400 (or 413 for a body over Config.MaxBodyBytes, 415
 // for another content type, 422 for an Idempotency-Key reused with another
 // request) and {"error": "...", "field": "..."}; nothing is written then.
+// Text is taken exactly as sent or refused: a string with bytes that are
+// not UTF-8 or an unpaired surrogate escape gets 400 naming its field.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /orders", s.handlePlace)
@@ -165,8 +170,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decodePlaceOrder reads the JSON of POST /orders. It checks the shape
 // (an object with known fields of the right JSON types) and leaves the
-// values' rules to Place. Errors are *FieldError.
+// values' rules to Place. Text that decoding would change (bytes that are
+// not UTF-8, unpaired surrogate escapes) is refused naming the field, or
+// the body where no field holds it (a key given twice). Errors are
+// *FieldError.
 func decodePlaceOrder(body []byte) (PlaceOrder, error) {
+	req, err := decodeFields(body)
+	if err == nil && !utf8.Valid(body) {
+		return req, &FieldError{Field: "body", Rule: "must be valid UTF-8"}
+	}
+	return req, err
+}
+
+// decodeFields is decodePlaceOrder but for the check of the whole body.
+func decodeFields(body []byte) (PlaceOrder, error) {
 	var req PlaceOrder
 	obj, err := object(body, "body", "an order", []string{"customerId", "amount", "currency", "items"})
 	if err != nil {
@@ -233,7 +250,9 @@ func object(b []byte, field, what string, known []string) (map[string]json.RawMe
 	return obj, nil
 }
 
-// str reads the string field name of obj: "" when absent or null.
+// str reads the string field name of obj: "" when absent or null. A
+// string that decoding would change is refused (see lossyRule), not
+// stored changed.
 func str(obj map[string]json.RawMessage, name, rule string) (string, error) {
 	raw, ok := obj[name]
 	if !ok || string(raw) == "null" {
@@ -243,5 +262,54 @@ func str(obj map[string]json.RawMessage, name, rule string) (string, error) {
 	if json.Unmarshal(raw, &v) != nil {
 		return "", &FieldError{Field: name, Rule: rule}
 	}
+	if r := lossyRule(raw); r != "" {
+		return "", &FieldError{Field: name, Rule: r}
+	}
 	return v, nil
+}
+
+// lossyRule returns the rule that the JSON string raw breaks if
+// encoding/json cannot decode it as it is: bytes that are not UTF-8, and
+// escapes of unpaired UTF-16 surrogates (\ud800 to \udfff), both of which
+// it replaces with U+FFFD without an error. It returns "" for a string that
+// decodes to exactly what was sent. raw is a valid JSON string.
+func lossyRule(raw []byte) string {
+	if !utf8.Valid(raw) {
+		return "must be valid UTF-8"
+	}
+	const unpaired = `must not hold an unpaired surrogate escape (\ud800 to \udfff)`
+	s := string(raw)
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if s[i] != 'u' {
+			continue
+		}
+		r := hexRune(s[i+1:])
+		i += 4
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		// Only a high surrogate followed by an escaped low one is a
+		// character.
+		if !strings.HasPrefix(s[i+1:], `\u`) || utf16.DecodeRune(r, hexRune(s[i+3:])) == utf8.RuneError {
+			return unpaired
+		}
+		i += 6
+	}
+	return ""
+}
+
+// hexRune is the value of the four hex digits that start s, or -1.
+func hexRune(s string) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	n, err := strconv.ParseUint(s[:4], 16, 32)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
 }

@@ -145,6 +145,71 @@ func TestPlace_BadInputGetsAnErrorNamingTheFieldAndWritesNothing(t *testing.T) {
 	})
 }
 
+// encoding/json replaces bytes that are not UTF-8, and escapes of unpaired
+// surrogates, with U+FFFD and no error; the service refuses such a request
+// naming the field instead of storing the replaced text.
+func TestPlace_TextThatDecodingWouldChangeIs400NamingTheField(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const utf8Rule, surrogateRule = "must be valid UTF-8", "unpaired surrogate"
+	order := func(customer, amount, currency, sku string) string {
+		return `{"customerId":"` + customer + `","amount":"` + amount + `","currency":"` + currency +
+			`","items":[{"sku":"BOOK-1","quantity":1},{"sku":"` + sku + `","quantity":1}]}`
+	}
+	cases := []struct {
+		name, body, field, says string
+	}{
+		{"customerId with a byte that is not UTF-8", order("C\xff1", "1.00", "EUR", "A"), "customerId", utf8Rule},
+		{"customerId with a truncated sequence", order("C\xe2\x82", "1.00", "EUR", "A"), "customerId", utf8Rule},
+		{"customerId with an overlong encoding", order("C\xc0\xaf", "1.00", "EUR", "A"), "customerId", utf8Rule},
+		{"customerId with an encoded surrogate", order("C\xed\xa0\x80", "1.00", "EUR", "A"), "customerId", utf8Rule},
+		{"amount", order("C-1", "1.0\xff", "EUR", "A"), "amount", utf8Rule},
+		{"currency", order("C-1", "1.00", "EU\xc3", "A"), "currency", utf8Rule},
+		{"second item's sku", order("C-1", "1.00", "EUR", "A\xfe"), "items[1].sku", utf8Rule},
+		{"customerId with an escaped lone high surrogate", order(`C\ud800`, "1.00", "EUR", "A"), "customerId", surrogateRule},
+		{"customerId with an escaped lone low surrogate", order(`\udc00C`, "1.00", "EUR", "A"), "customerId", surrogateRule},
+		{"customerId with a high surrogate before a letter", order(`C\ud83d\u0041`, "1.00", "EUR", "A"), "customerId", surrogateRule},
+		{"customerId with two high surrogates", order(`C\ud83d\ud83d`, "1.00", "EUR", "A"), "customerId", surrogateRule},
+		{"sku with an escaped lone surrogate", order("C-1", "1.00", "EUR", `A\uDFFF`), "items[1].sku", surrogateRule},
+		{"a key given twice, the first not UTF-8", "{\"customerId\":\"C\xff\",\"customerId\":\"C-1\",\"amount\":\"1.00\",\"currency\":\"EUR\"}", "body", utf8Rule},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := b.place(t, c.body, "")
+			if r.status != http.StatusBadRequest {
+				t.Fatalf("status %d %s; want 400", r.status, r.body)
+			}
+			var e struct{ Error, Field string }
+			r.json(t, &e)
+			if e.Field != c.field || !strings.Contains(e.Error, c.says) {
+				t.Errorf("error %+v; want field %q and a message with %q", e, c.field, c.says)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n, m := b.count(t, "orders"), b.count(t, "outbox_messages"); n != 0 || m != 0 {
+			t.Errorf("refused requests wrote %d orders and %d outbox messages; want none", n, m)
+		}
+	})
+}
+
+// Escapes that stand for characters, surrogate pairs included, and a
+// U+FFFD the client sent, are kept exactly.
+func TestPlace_EscapedAndNonASCIITextIsStoredAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.place(t, `{"customerId":"Kunde \u00fc \ud83d\ude9a \\ud800 \"q\" \ufffd � 東京","amount":"1.00","currency":"EUR"}`, "")
+	if r.status != http.StatusCreated {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var o orderservice.Order
+	r.json(t, &o)
+	if want := "Kunde ü 🚚 \\ud800 \"q\" � � 東京"; o.CustomerID != want {
+		t.Errorf("customerId %q; want %q", o.CustomerID, want)
+	}
+}
+
 func TestPlace_ContentTypeWithCharsetIsAccepted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
