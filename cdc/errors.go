@@ -17,8 +17,10 @@ var (
 	ErrSlotLost = errors.New("cdc: replication slot lost")
 	// ErrNotReady is wrapped by the error that stops the relay when the
 	// database cannot serve CDC: wal_level is not logical, the outbox table
-	// does not exist (run the migrations), or the publication exists but
-	// does not publish the outbox table's inserts.
+	// does not exist (run the migrations), the publication exists but
+	// does not publish the outbox table's inserts, or the server refuses
+	// replication connections (a connection pooler such as PgBouncer: CDC
+	// must connect to PostgreSQL directly).
 	ErrNotReady = errors.New("cdc: database not ready for CDC")
 	// ErrSlotInUse is wrapped by the error [Remove] returns when a
 	// walsender still streams from the slot after [RemoveWait]: a relay,

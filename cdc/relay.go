@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,9 +387,25 @@ func (r *Relay) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	defer cancel()
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
+		if refusesReplication(err) {
+			return nil, fatal(fmt.Errorf("%w: the server at ConnString (--database-url) refuses replication connections, "+
+				"as connection poolers such as PgBouncer do: the CDC relay must connect to PostgreSQL directly "+
+				"(behind a pooler in transaction mode, run the polling relay with --no-listen): %w", ErrNotReady, err))
+		}
 		return nil, fmt.Errorf("cdc: replication connection: %w", err)
 	}
 	return conn, nil
+}
+
+// refusesReplication reports whether err is a server's refusal of the
+// startup parameter replication, as PgBouncer answers a replication
+// connection ("unsupported startup parameter: replication", 08P01).
+// PostgreSQL itself accepts the parameter and refuses a role without the
+// REPLICATION attribute otherwise (42501).
+func refusesReplication(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "startup parameter") &&
+		strings.Contains(pgErr.Message, "replication")
 }
 
 // tryLock takes the session-level advisory lock that makes this relay the

@@ -339,7 +339,7 @@ func (o *Ops) change(ctx context.Context, action, sql string, req Request) (Resu
 		for i, c := range done {
 			res.IDs[i] = c.ID
 		}
-		return tx.QueryRow(ctx, o.q.auditInsert, req.Actor, action, req.Reason, res.IDs, filterJSON, int64(len(done))).
+		return tx.QueryRow(ctx, o.q.auditInsert, req.Actor, action, req.Reason, uuidArray(res.IDs), jsonArg(filterJSON), int64(len(done))).
 			Scan(&res.AuditID, &res.At)
 	})
 	if err != nil {
@@ -355,7 +355,7 @@ func (o *Ops) deadLetterSeqs(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([
 	ids = slices.Clone(ids)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
 	ids = slices.Compact(ids)
-	rows, err := tx.Query(ctx, o.q.selectByIDs, ids)
+	rows, err := tx.Query(ctx, o.q.selectByIDs, uuidArray(ids))
 	if err != nil {
 		return nil, err
 	}

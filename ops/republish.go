@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
@@ -308,7 +307,7 @@ func (o *Ops) audit(ctx context.Context, actor, action, reason string, filter []
 		id int64
 		at time.Time
 	)
-	return o.pool.QueryRow(ctx, o.q.auditInsert, actor, action, reason, []uuid.UUID{}, filter, count).Scan(&id, &at)
+	return o.pool.QueryRow(ctx, o.q.auditInsert, actor, action, reason, uuidArray(nil), jsonArg(filter), count).Scan(&id, &at)
 }
 
 // pacer spaces publishing out to rate messages per second on average:

@@ -93,8 +93,10 @@ type Config struct {
 	// batches.
 	SlowPublish time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
-	// poolers in transaction mode); the relay then relies on PollInterval.
-	// Defaults to false.
+	// poolers in transaction mode, such as PgBouncer); the relay then
+	// relies on PollInterval. A relay with LISTEN on whose store finds at
+	// start that notifications do not arrive (pgstore behind such a pooler)
+	// logs a warning and polls as well. Defaults to false.
 	DisableListen bool
 	// MaxAttempts is the number of failed attempts after which a message
 	// becomes DEAD_LETTER. Defaults to 10.

@@ -89,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	if err == nil {
 		return exitOK
 	}
+	// A command that ran behind PgBouncer in transaction mode without a
+	// fitting default_query_exec_mode fails with PostgreSQL's words about
+	// a prepared statement; say what to change.
+	err = pgstore.ExplainPoolerError(err)
 	fmt.Fprintf(stderr, "Error: %s\n", termLines(err.Error())) // errors may quote stored data
 	if isUsageError(err) {
 		if cmd == nil {

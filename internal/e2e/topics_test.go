@@ -84,7 +84,7 @@ func testMissingTopic(t *testing.T, cursor bool) {
 	// The head waits through several tries; MaxAttempts is 2, so a
 	// counted attempt would have dead-lettered it.
 	before := counted.calls.Load()
-	waitFor(t, 30*time.Second, "the relay tried the invoice again three times", func() bool { return counted.calls.Load() >= before+3 })
+	waitFor(t, "the relay tried the invoice again three times", 30*time.Second, func() bool { return counted.calls.Load() >= before+3 })
 	head := e.status(invoices[0])
 	if head.Status != outbox.StatusFailed || head.Attempts != 0 ||
 		!strings.Contains(head.LastError, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(head.LastError, "invoices") {
@@ -127,17 +127,6 @@ func startTestRelay(t *testing.T, cfg relay.Config) {
 		defer done()
 		_ = r.Stop(c)
 	})
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // topicStatus returns what s knows of topic.
@@ -216,7 +205,7 @@ func TestMissingTopic_ReadyzNamesTheTopic(t *testing.T) {
 	m := oneMessage(t)
 	e.enqueue(m)
 	rp.waitFor("topic cannot take records", 30*time.Second)
-	waitFor(t, 10*time.Second, "/readyz not ready naming the topic", func() bool {
+	waitFor(t, "/readyz not ready naming the topic", 10*time.Second, func() bool {
 		code, body := get(t, "http://"+admin+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "missing-"+e.schema)
 	})

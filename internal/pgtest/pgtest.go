@@ -1,6 +1,9 @@
 // Package pgtest gives each test its own PostgreSQL schema on the server at
-// TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test). A test
-// fails, never skips, when the server cannot be reached.
+// TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), and
+// pools through PgBouncer in transaction pooling mode at TEST_PGBOUNCER_URL
+// (default postgres://postgres@127.0.0.1:6432/test, started by
+// .ci/pgbouncer.sh). A test fails, never skips, when the server or PgBouncer
+// cannot be reached.
 package pgtest
 
 import (

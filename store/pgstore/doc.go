@@ -44,6 +44,24 @@
 // one call are inserted with a single INSERT ... SELECT FROM unnest(...),
 // one round trip however many there are.
 //
+// # Behind a connection pooler
+//
+// The store works through a pooler in transaction pooling mode (PgBouncer
+// with pool_mode = transaction), where a server connection serves a client
+// for one transaction only: nothing it does outlives a transaction. The
+// relay's settings are set_config(..., true), every advisory lock is
+// transaction-scoped, and cursor mode keeps its state in rows. Two things
+// need configuring:
+//
+//   - pgx's query exec mode: default_query_exec_mode=exec (or
+//     cache_describe, simple_protocol) in the database URL of the pool, as
+//     of the application's own pool. pgx's default names its prepared
+//     statements, which such a pooler does not keep (PgBouncer before 1.21,
+//     or with max_prepared_statements = 0); the errors that causes wrap
+//     [ErrTransactionPooler].
+//   - no LISTEN: relay.Config.DisableListen. [Store.Notifications] returns
+//     [ErrListenNotDelivered] when its test notification does not arrive.
+//
 // # Schema
 //
 // All objects live in Config.Schema (default "outbox"); queries are

@@ -83,6 +83,11 @@ func Migrations() []Migration {
 // transaction-scoped advisory lock, keyed by the schema, serialises them, and
 // each one that waited finds the versions already recorded.
 func (s *Store) Migrate(ctx context.Context) error {
+	return ExplainPoolerError(s.migrate(ctx))
+}
+
+// migrate does Migrate's work; Migrate explains the errors of a pooler.
+func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: begin: %w", err)

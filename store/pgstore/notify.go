@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,6 +21,18 @@ const (
 	listenBackoffMin = 100 * time.Millisecond
 	listenBackoffMax = 5 * time.Second
 )
+
+// ListenProbeTimeout bounds the wait, in [Store.Notifications], for the
+// notification that shows LISTEN works on the connection.
+const ListenProbeTimeout = 5 * time.Second
+
+// ErrListenNotDelivered is returned by [Store.Notifications] when a
+// notification sent after LISTEN did not arrive on the listening connection
+// within ListenProbeTimeout: the connection goes through a pooler in
+// transaction mode (PgBouncer), which gives the LISTEN to whichever server
+// connection ran it and hands that one to other clients afterwards.
+var ErrListenNotDelivered = errors.New("pgstore: notifications: LISTEN does not deliver notifications on this connection " +
+	"(a connection pooler in transaction mode, such as PgBouncer?); turn LISTEN off (relay.Config.DisableListen, outbox relay --no-listen)")
 
 // Idle registers relay owner as idle for d: until then, or until [Store.Busy],
 // every transaction that enqueues messages sends a NOTIFY at commit. While no
@@ -59,9 +73,19 @@ func (s *Store) Busy(ctx context.Context, owner string) error {
 // The channel is closed when ctx is done. The returned error is about the
 // first connection only; later failures are logged to Config.Logger and
 // retried.
+//
+// Before it returns, it sends a notification on the channel through the
+// pool and waits up to [ListenProbeTimeout] for it on the listening
+// connection (other relays listening on the schema wake once for it).
+// Without it, it returns [ErrListenNotDelivered]: behind a pooler in
+// transaction mode a LISTEN does not last beyond its own transaction.
 func (s *Store) Notifications(ctx context.Context) (<-chan struct{}, error) {
 	conn, err := s.listen(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.probeListen(ctx, conn); err != nil {
+		closeConn(conn)
 		return nil, err
 	}
 	ch := make(chan struct{}, 1)
@@ -82,6 +106,29 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("pgstore: notifications: listen on %s: %w", s.channel, err)
 	}
 	return conn, nil
+}
+
+// probeListen sends a notification with a random payload through the pool
+// and waits for it on conn, which LISTENs on the store's channel.
+func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) error {
+	payload := "outbox-listen-probe " + uuid.NewString()
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel, payload); err != nil {
+		return fmt.Errorf("pgstore: notifications: send probe on %s: %w", s.channel, ExplainPoolerError(err))
+	}
+	wctx, cancel := context.WithTimeout(ctx, ListenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		switch {
+		case err == nil && n.Payload == payload:
+			return nil
+		case err == nil: // an enqueue's, or another relay's probe
+		case ctx.Err() == nil && wctx.Err() != nil:
+			return fmt.Errorf("%w: none arrived within %s", ErrListenNotDelivered, ListenProbeTimeout)
+		default:
+			return fmt.Errorf("pgstore: notifications: wait for probe: %w", err)
+		}
+	}
 }
 
 // listenLoop turns notifications on conn into wake-ups on ch until ctx is

@@ -46,7 +46,7 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
 	_, c, err := s.markAndClaim(ctx, uuid.Nil, nil, &p)
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", ExplainPoolerError(err))
 	}
 	return c, nil
 }
@@ -60,7 +60,7 @@ func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (in
 	}
 	n, _, err := s.markAndClaim(ctx, token, seqs, nil)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: mark sent: %w", err)
+		return 0, fmt.Errorf("pgstore: mark sent: %w", ExplainPoolerError(err))
 	}
 	return n, nil
 }
@@ -71,7 +71,7 @@ func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (in
 func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p store.ClaimParams) (int64, store.Claim, error) {
 	n, c, err := s.markAndClaim(ctx, token, seqs, &p)
 	if err != nil {
-		return 0, store.Claim{}, fmt.Errorf("pgstore: mark sent and claim: %w", err)
+		return 0, store.Claim{}, fmt.Errorf("pgstore: mark sent and claim: %w", ExplainPoolerError(err))
 	}
 	return n, c, nil
 }
