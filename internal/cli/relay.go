@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -217,19 +218,34 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 	attrs = append(attrs, kf.logAttrs()...)
 	a.logger.Info("relay starting", attrs...)
 
-	if err := a.ping(ctx, pool); err != nil {
+	if err := a.awaitDependencies(ctx, pool, snk.Ping); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		if err := r.Run(ctx); err != nil {
+			return fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
+	}
+	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
+	return nil
+}
+
+// awaitDependencies waits until the database answers, and warns if the
+// broker does not: the relay itself waits for the broker. It returns nil
+// when ctx ends meanwhile (the relay then stops without having started).
+func (a *app) awaitDependencies(ctx context.Context, pool *pgxpool.Pool, brokerPing func(context.Context) error) error {
+	if err := a.waitForDatabase(ctx, pool); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, kafkaPingTimeout)
-	err = snk.Ping(pingCtx)
+	err := brokerPing(pingCtx)
 	cancel()
 	if err != nil && ctx.Err() == nil {
 		a.logger.Warn("Kafka brokers not reachable yet; the relay retries until they are", slog.Any("error", err))
 	}
-	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("relay %s: %w", r.ID(), err)
-	}
-	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
 }
 
