@@ -131,7 +131,9 @@ A failed publish is retried with exponential backoff (--retry-base,
 --retry-max); after --max-attempts failures, or at once for an error the
 broker will never accept, the event becomes DEAD_LETTER and later events of
 its aggregate wait. An unreachable broker pauses the relay without counting
-attempts.
+attempts. A database that cannot be reached at start is waited for, with
+backoff up to 30s (not ready on /readyz meanwhile); a refused password or
+role, or an unknown database, ends the relay at once.
 
 The relay runs until SIGINT or SIGTERM. It then stops claiming, waits up to
 --shutdown-timeout for outstanding acks, gives unsent events back, and exits

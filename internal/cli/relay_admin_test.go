@@ -153,7 +153,7 @@ func (s *scrapers) halt() {
 func TestRelayAdmin_ManyScrapersCostBoundedReadsAndNoLease(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)
-	f.enqueue(t, 20_000)
+	f.enqueue(t, 10_000)
 	env := relayEnv(t, f)
 	var w adminWatch
 	ctx, cancel := context.WithCancel(context.Background())
