@@ -1,7 +1,8 @@
 // Package metrics exports what the relay does, and what the outbox table
 // holds, as Prometheus metrics. The core packages never import Prometheus:
 // the relay reports through relay.Hooks, and the table's state is read on
-// each scrape through a [SnapshotFunc].
+// each scrape through a [SnapshotFunc] (the relay command's reads an
+// ops.StatsCache, which any number of scrapers share).
 //
 // Metric names (all prefixed outbox_):
 //

@@ -18,7 +18,9 @@
 // sent in the last minute, and in cursor mode the cursor's state. Every
 // figure comes from a partial index or from the unsent rows, so a scrape
 // costs in proportion to the backlog, not to the table; the SENT count is
-// PostgreSQL's estimate unless Config.ExactSentCount.
+// PostgreSQL's estimate unless Config.ExactSentCount. [StatsCache] shares
+// one snapshot among any number of readers (metrics scrapes, status page
+// views), so that together they read at most once per interval.
 //
 // # Dead letters
 //

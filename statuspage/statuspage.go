@@ -6,6 +6,28 @@
 // discard then need that token. Mount it on the relay's admin server, which
 // binds to loopback by default; when it is bound elsewhere, set
 // RequireTokenToView so that the page needs the token too.
+//
+// # The token
+//
+// A request presents the token in a header, "Authorization: Bearer <token>"
+// or "X-Outbox-Token: <token>", or in the form field "token" of a POST: a
+// browser opens the page by posting the token from the form the page shows
+// when it needs one, and each replay or discard form carries it on. The
+// token is never taken from, nor put into, a URL, so it appears in no
+// browser history, proxy log or Referer header. A request that presents a
+// header is judged before its body is read, and a body is read only up to
+// MaxFormBytes. The page is rendered in the answer to a replay or discard
+// rather than by a redirect.
+//
+// # Cost
+//
+// A view reads the outbox (the statistics, which Config.Stats can share
+// with other readers, and the dead letters), which takes tens of
+// milliseconds of database time on a large backlog. The page serves at
+// most Config.MaxViewRate views per second; a view beyond the rate waits
+// its turn, up to 5s, and then gets 429 Too Many Requests, so that no
+// number of clients reloading the page can take the database's time from
+// the relay.
 package statuspage
 
 import (
@@ -19,9 +41,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/ops"
@@ -31,13 +55,17 @@ import (
 type Config struct {
 	// Ops reads and changes the outbox. Required.
 	Ops *ops.Ops
+	// Stats reads the snapshot the page shows and samples. Defaults to
+	// Ops.Stats; pass an ops.StatsCache's Stats to share one snapshot with
+	// the metrics and other readers.
+	Stats func(context.Context) (ops.Stats, error)
 	// Token enables the replay and discard actions; they must present it
-	// (form field "token" or "Authorization: Bearer <token>"). Defaults to
-	// empty: the page is read-only.
+	// (see the package documentation: a header or a form field, never the
+	// URL). Defaults to empty: the page is read-only.
 	Token string
-	// RequireTokenToView makes viewing need the token as well (?token=...
-	// or the Authorization header). Set it when the page is reachable from
-	// other hosts. Defaults to false.
+	// RequireTokenToView makes viewing need the token as well; the page
+	// then shows a form that asks for it. Set it when the page is
+	// reachable from other hosts. Defaults to false.
 	RequireTokenToView bool
 	// SampleEvery is how often the throughput is sampled for the chart.
 	// Defaults to 10s.
@@ -46,6 +74,9 @@ type Config struct {
 	History time.Duration
 	// DeadLetters is how many dead letters the page lists. Defaults to 50.
 	DeadLetters int
+	// MaxViewRate bounds the views, replays and discards served per
+	// second, in bursts of up to three. Defaults to 2.
+	MaxViewRate float64
 	// Actor names who acts in the audit log. Defaults to "status-page".
 	Actor string
 	// Logger. Defaults to slog.Default().
@@ -55,14 +86,24 @@ type Config struct {
 // ErrConfig is wrapped by New's errors.
 var ErrConfig = errors.New("statuspage: invalid config")
 
+// MaxFormBytes is the largest request body the page reads: a form with the
+// token and a discard reason. A larger one is refused with 413.
+const MaxFormBytes = 8 << 10
+
 // Page is an http.Handler; run Sample in the background for the chart.
 type Page struct {
 	cfg Config
 	mux *http.ServeMux
 
+	views *rate.Limiter
+
 	mu      sync.Mutex
 	samples []sample
+	failing atomic.Bool // the last sample failed
 }
+
+// maxViewWait is the longest a view waits for its turn under MaxViewRate.
+const maxViewWait = 5 * time.Second
 
 type sample struct {
 	At      time.Time
@@ -72,6 +113,16 @@ type sample struct {
 
 //go:embed page.html.tmpl
 var pageHTML string
+
+var tokenFormTmpl = template.Must(template.New("token").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>outbox status</title></head>
+<body style="font: 14px system-ui, sans-serif; margin: 2em">
+<h1 style="font-size: 1.4em">outbox status</h1>
+<p>{{.}}</p>
+<form method="post" action="/"><label>Token <input type="password" name="token" autocomplete="current-password" required autofocus></label>
+<button type="submit">Open</button></form>
+</body></html>
+`))
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ago": func(d time.Duration) string { return d.Round(time.Second).String() },
@@ -102,8 +153,15 @@ func New(cfg Config) (*Page, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	p := &Page{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Stats == nil {
+		cfg.Stats = cfg.Ops.Stats
+	}
+	if cfg.MaxViewRate == 0 {
+		cfg.MaxViewRate = 2
+	}
+	p := &Page{cfg: cfg, mux: http.NewServeMux(), views: rate.NewLimiter(rate.Limit(cfg.MaxViewRate), 3)}
 	p.mux.HandleFunc("GET /{$}", p.view)
+	p.mux.HandleFunc("POST /{$}", p.view) // the token from the page's token form
 	p.mux.HandleFunc("POST /dlq/{id}/{action}", p.act)
 	return p, nil
 }
@@ -111,6 +169,17 @@ func New(cfg Config) (*Page, error) {
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'")
+	r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+	ctx, cancel := context.WithTimeout(r.Context(), maxViewWait)
+	err := p.views.Wait(ctx)
+	cancel()
+	if err != nil {
+		if r.Context().Err() == nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the status page is busy; try again shortly", http.StatusTooManyRequests)
+		}
+		return
+	}
 	p.mux.ServeHTTP(w, r)
 }
 
@@ -128,18 +197,30 @@ func (p *Page) Sample(ctx context.Context) {
 	}
 }
 
+// sampleOnce records one sample. A failure is logged when sampling starts
+// to fail, not at every sample while it keeps failing.
 func (p *Page) sampleOnce(ctx context.Context) {
-	s, err := p.cfg.Ops.Stats(ctx)
+	s, err := p.cfg.Stats(ctx)
 	if err != nil {
-		p.cfg.Logger.Warn("status page: stats", slog.Any("error", err))
+		if !p.failing.Swap(true) && ctx.Err() == nil {
+			p.cfg.Logger.Warn("status page: cannot read the outbox's stats; the chart has a gap until it can", slog.Any("error", err))
+		}
 		return
+	}
+	if p.failing.Swap(false) {
+		p.cfg.Logger.Info("status page: reading the outbox's stats again")
 	}
 	p.record(s)
 }
 
+// record adds s to the chart, unless it is a snapshot already recorded
+// (readers share snapshots).
 func (p *Page) record(s ops.Stats) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if n := len(p.samples); n > 0 && !s.At.After(p.samples[n-1].At) {
+		return
+	}
 	p.samples = append(p.samples, sample{At: s.At, PerMin: s.SentLastMinute,
 		Pending: s.Counts[outbox.StatusPending] + s.Counts[outbox.StatusFailed] + s.Counts[outbox.StatusInFlight]})
 	cutoff := s.At.Add(-p.cfg.History)
@@ -148,15 +229,68 @@ func (p *Page) record(s ops.Stats) {
 	}
 }
 
-func (p *Page) authorized(r *http.Request) bool {
+// errBodyTooLarge is authorized's error for a body over MaxFormBytes.
+var errBodyTooLarge = fmt.Errorf("the request body is larger than %d bytes", MaxFormBytes)
+
+// authorized reports whether r presents the token: in a header, judged
+// without reading the body, or else in the form field "token" of a POST
+// body of at most MaxFormBytes. Never from the URL.
+func (p *Page) authorized(r *http.Request) (bool, error) {
 	if p.cfg.Token == "" {
-		return false
+		return false, nil
 	}
-	got := r.FormValue("token")
+	if got, ok := headerToken(r); ok {
+		return p.matches(got), nil
+	}
+	if r.Method != http.MethodPost {
+		return false, nil
+	}
+	if err := parseForm(r); err != nil {
+		return false, err
+	}
+	return p.matches(r.PostForm.Get("token")), nil
+}
+
+// parseForm reads r's form body (ServeHTTP bounds it to MaxFormBytes).
+func parseForm(r *http.Request) error {
+	err := r.ParseForm()
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+		return errBodyTooLarge
+	}
+	return err
+}
+
+// headerToken is the token of an Authorization: Bearer or X-Outbox-Token
+// header, if r has one.
+func headerToken(r *http.Request) (string, bool) {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		got = strings.TrimPrefix(h, "Bearer ")
+		return strings.TrimPrefix(h, "Bearer "), true
 	}
+	if h := r.Header.Get("X-Outbox-Token"); h != "" {
+		return h, true
+	}
+	return "", false
+}
+
+func (p *Page) matches(got string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(p.cfg.Token)) == 1
+}
+
+// refuse answers a request that did not present the token.
+func (p *Page) refuse(w http.ResponseWriter, err error, status int, msg string) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+	case err != nil:
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+	case status == http.StatusUnauthorized:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_ = tokenFormTmpl.Execute(w, msg)
+	default:
+		http.Error(w, msg, status)
+	}
 }
 
 type viewData struct {
@@ -166,8 +300,11 @@ type viewData struct {
 	Chart       chart
 	Actions     bool
 	Token       string
-	Message     string
-	Error       string
+	// AskToken offers the token form on a read-only page: a token is
+	// configured but the request did not present it.
+	AskToken bool
+	Message  string
+	Error    string
 }
 
 type statusCount struct {
@@ -175,12 +312,22 @@ type statusCount struct {
 	N      int64
 }
 
+// banner is the outcome of an action, shown at the top of the page.
+type banner struct{ done, err string }
+
 func (p *Page) view(w http.ResponseWriter, r *http.Request) {
-	if p.cfg.RequireTokenToView && !p.authorized(r) {
-		http.Error(w, "a token is required (?token=...)", http.StatusUnauthorized)
+	auth, err := p.authorized(r)
+	if err != nil || (!auth && (p.cfg.RequireTokenToView || r.Method == http.MethodPost)) {
+		p.refuse(w, err, http.StatusUnauthorized, "This page needs the status page's token.")
 		return
 	}
-	s, err := p.cfg.Ops.Stats(r.Context())
+	p.render(w, r, http.StatusOK, p.cfg.Stats, banner{}, auth)
+}
+
+// render writes the page with the snapshot of stats, the outcome of an
+// action, and the actions if auth.
+func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, stats func(context.Context) (ops.Stats, error), b banner, auth bool) {
+	s, err := stats(r.Context())
 	if err != nil {
 		http.Error(w, "cannot read the outbox: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -191,26 +338,34 @@ func (p *Page) view(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	d := viewData{Stats: s, DeadLetters: dls, Message: r.URL.Query().Get("done"), Error: r.URL.Query().Get("error")}
+	d := viewData{Stats: s, DeadLetters: dls, Message: b.done, Error: b.err}
 	for _, st := range ops.Statuses {
 		d.Statuses = append(d.Statuses, statusCount{st, s.Counts[st]})
 	}
-	if p.authorized(r) {
+	if auth {
 		d.Actions, d.Token = true, p.cfg.Token
 	}
+	d.AskToken = !auth && p.cfg.Token != ""
 	p.mu.Lock()
 	d.Chart = newChart(p.samples)
 	p.mu.Unlock()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	if err := pageTmpl.Execute(w, d); err != nil {
 		p.cfg.Logger.Warn("status page: render", slog.Any("error", err))
 	}
 }
 
+// act replays or discards a dead letter and answers with the page, read
+// afresh, showing the outcome.
 func (p *Page) act(w http.ResponseWriter, r *http.Request) {
-	if !p.authorized(r) {
-		http.Error(w, "replay and discard need the status page's token", http.StatusForbidden)
+	if auth, err := p.authorized(r); err != nil || !auth {
+		p.refuse(w, err, http.StatusForbidden, "replay and discard need the status page's token")
+		return
+	}
+	if err := parseForm(r); err != nil {
+		p.refuse(w, err, http.StatusBadRequest, "")
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
@@ -218,7 +373,7 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad message id", http.StatusBadRequest)
 		return
 	}
-	req := ops.Request{Actor: p.cfg.Actor, Reason: r.FormValue("reason"), IDs: []uuid.UUID{id}}
+	req := ops.Request{Actor: p.cfg.Actor, Reason: r.PostForm.Get("reason"), IDs: []uuid.UUID{id}}
 	var res ops.Result
 	switch r.PathValue("action") {
 	case "replay":
@@ -229,14 +384,26 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown action", http.StatusNotFound)
 		return
 	}
-	back := "/?token=" + template.URLQueryEscaper(p.cfg.Token)
 	if err != nil {
-		http.Redirect(w, r, back+"&error="+template.URLQueryEscaper(err.Error()), http.StatusSeeOther)
+		p.render(w, r, actionStatus(err), p.cfg.Ops.Stats, banner{err: err.Error()}, true)
 		return
 	}
 	p.cfg.Logger.Info("status page action", slog.String("action", r.PathValue("action")), slog.String("message_id", id.String()),
 		slog.Int64("audit_id", res.AuditID))
-	http.Redirect(w, r, back+"&done="+template.URLQueryEscaper(r.PathValue("action")+" "+id.String()), http.StatusSeeOther)
+	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats, banner{done: r.PathValue("action") + " " + id.String()}, true)
+}
+
+// actionStatus is the HTTP status of a failed replay or discard.
+func actionStatus(err error) int {
+	switch {
+	case errors.Is(err, ops.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ops.ErrNotDeadLetter):
+		return http.StatusConflict
+	case errors.Is(err, ops.ErrReasonRequired):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 // chart is the throughput history as an SVG polyline.

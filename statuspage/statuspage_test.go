@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,35 +136,27 @@ func TestStatusPage_ShowsSeededDeadLetterInChromium(t *testing.T) {
 
 // Actions need the token: without it they are refused and change nothing;
 // with it a replay moves the dead letter back to PENDING, recorded in the
-// audit log.
+// audit log, and the answer is the page showing the outcome, not a
+// redirect.
 func TestStatusPage_ActionsNeedTheToken(t *testing.T) {
 	t.Parallel()
 	o, id := seed(t)
 	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret"})
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-	resp, err := client.PostForm(base+"/dlq/"+id.String()+"/replay", url.Values{"token": {"wrong"}})
-	if err != nil {
-		t.Fatal(err)
+	for _, token := range []string{"", "wrong"} {
+		code, _ := post(t, client, base+"/dlq/"+id.String()+"/replay", url.Values{"token": {token}}, nil)
+		if code != http.StatusForbidden {
+			t.Fatalf("replay with token %q: %d; want 403", token, code)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("replay with a wrong token: %d; want 403", resp.StatusCode)
+	assertStatus(t, o, id, outbox.StatusDeadLetter)
+
+	code, body := post(t, client, base+"/dlq/"+id.String()+"/replay", url.Values{"token": {"s3cret"}}, nil)
+	if code != http.StatusOK || !strings.Contains(body, "Done: replay "+id.String()) {
+		t.Fatalf("replay with the token: %d; want 200 with the outcome:\n%s", code, body)
 	}
 	d, err := o.DeadLetter(context.Background(), id)
-	if err != nil || d.Record.Status != outbox.StatusDeadLetter {
-		t.Fatalf("after a refused replay: %v, %v; want still DEAD_LETTER", d.Record.Status, err)
-	}
-
-	resp, err = client.PostForm(base+"/dlq/"+id.String()+"/replay", url.Values{"token": {"s3cret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || strings.Contains(resp.Header.Get("Location"), "error=") {
-		t.Fatalf("replay with the token: %d %s", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	d, err = o.DeadLetter(context.Background(), id)
 	if err != nil || d.Record.Status != outbox.StatusPending || d.Record.Attempts != 0 {
 		t.Fatalf("after replay: %v attempts %d, %v; want PENDING with attempts reset", d.Record.Status, d.Record.Attempts, err)
 	}
@@ -170,21 +164,112 @@ func TestStatusPage_ActionsNeedTheToken(t *testing.T) {
 	if err != nil || len(audit) == 0 || audit[0].Actor != "status-page" {
 		t.Fatalf("audit after replay: %+v, %v", audit, err)
 	}
+	code, body = post(t, client, base+"/dlq/"+id.String()+"/replay", url.Values{"token": {"s3cret"}}, nil)
+	if code != http.StatusConflict || !strings.Contains(body, "not a dead letter") {
+		t.Fatalf("second replay: %d; want 409 naming the reason:\n%s", code, body)
+	}
 }
 
-// Bound beyond loopback the page can demand the token for viewing too.
+// The token is taken from a header or a POST form, never from the URL: a
+// token in the query string does not open the page, and no answer puts the
+// token into a URL (a Location header, a link, a form's action).
+func TestStatusPage_TokenNeverFromNorIntoAURL(t *testing.T) {
+	t.Parallel()
+	o, id := seed(t)
+	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret", RequireTokenToView: true})
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	if code, body := get(t, base+"/?token=s3cret", nil); code != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) {
+		t.Fatalf("view with the token in the query string: %d; want 401 with the token form:\n%s", code, body)
+	}
+	if code, _ := post(t, client, base+"/dlq/"+id.String()+"/replay?token=s3cret", url.Values{}, nil); code != http.StatusForbidden {
+		t.Fatalf("replay with the token in the query string: %d; want 403", code)
+	}
+	assertStatus(t, o, id, outbox.StatusDeadLetter)
+
+	resp, err := client.PostForm(base+"/dlq/"+id.String()+"/replay", url.Values{"token": {"s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Location") != "" {
+		t.Fatalf("replay: %d, Location %q; want 200 and no redirect", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, leak := range []string{"token=s3cret", "?token", "&token"} {
+		if strings.Contains(string(b), leak) {
+			t.Fatalf("the page after replay has the token in a URL (%q):\n%s", leak, b)
+		}
+	}
+}
+
+// A request with a wrong token in a header is refused before its body is
+// read.
+func TestStatusPage_WrongHeaderTokenRefusedBeforeTheBodyIsRead(t *testing.T) {
+	t.Parallel()
+	o, id := seed(t)
+	p, err := statuspage.New(statuspage.Config{Ops: o, Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"Authorization", "X-Outbox-Token"} {
+		body := &countingReader{r: strings.NewReader("token=s3cret&reason=x")}
+		req := httptest.NewRequest(http.MethodPost, "/dlq/"+id.String()+"/replay", body)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set(h, map[string]string{"Authorization": "Bearer wrong", "X-Outbox-Token": "wrong"}[h])
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		if rec.Code != http.StatusForbidden || body.n != 0 {
+			t.Fatalf("%s: wrong: %d after reading %d body bytes; want 403 before reading any", h, rec.Code, body.n)
+		}
+	}
+	assertStatus(t, o, id, outbox.StatusDeadLetter)
+}
+
+// A body larger than MaxFormBytes is refused with 413, whether the token
+// comes in it or in a header, and changes nothing.
+func TestStatusPage_LargeBodyRefused(t *testing.T) {
+	t.Parallel()
+	o, id := seed(t)
+	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret"})
+	big := url.Values{"token": {"s3cret"}, "reason": {strings.Repeat("x", statuspage.MaxFormBytes)}}
+	if code, _ := post(t, http.DefaultClient, base+"/dlq/"+id.String()+"/discard", big, nil); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("discard with a large form: %d; want 413", code)
+	}
+	big.Del("token")
+	if code, _ := post(t, http.DefaultClient, base+"/dlq/"+id.String()+"/discard", big, map[string]string{"X-Outbox-Token": "s3cret"}); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("discard with the token in a header and a large form: %d; want 413", code)
+	}
+	assertStatus(t, o, id, outbox.StatusDeadLetter)
+}
+
+// Bound beyond loopback the page can demand the token for viewing too: in
+// an Authorization or X-Outbox-Token header, or posted from its token form.
 func TestStatusPage_RequireTokenToView(t *testing.T) {
 	t.Parallel()
 	o, _ := seed(t)
 	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret", RequireTokenToView: true})
-	for token, want := range map[string]int{"": http.StatusUnauthorized, "nope": http.StatusUnauthorized, "s3cret": http.StatusOK} {
-		resp, err := http.Get(base + "/?token=" + token)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"none", nil, http.StatusUnauthorized},
+		{"wrong bearer", map[string]string{"Authorization": "Bearer nope"}, http.StatusUnauthorized},
+		{"bearer", map[string]string{"Authorization": "Bearer s3cret"}, http.StatusOK},
+		{"X-Outbox-Token", map[string]string{"X-Outbox-Token": "s3cret"}, http.StatusOK},
+	} {
+		if code, _ := get(t, base+"/", c.headers); code != c.want {
+			t.Errorf("view with %s: %d; want %d", c.name, code, c.want)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("view with token %q: %d; want %d", token, resp.StatusCode, want)
+	}
+	for token, want := range map[string]int{"nope": http.StatusUnauthorized, "s3cret": http.StatusOK} {
+		code, body := post(t, http.DefaultClient, base+"/", url.Values{"token": {token}}, nil)
+		if code != want {
+			t.Errorf("view posting token %q: %d; want %d", token, code, want)
+		}
+		if want == http.StatusOK && !strings.Contains(body, "/replay") {
+			t.Errorf("the page opened with the token offers no actions:\n%s", body)
 		}
 	}
 	if _, err := statuspage.New(statuspage.Config{Ops: o, RequireTokenToView: true}); err == nil {
@@ -192,8 +277,101 @@ func TestStatusPage_RequireTokenToView(t *testing.T) {
 	}
 }
 
+func get(t *testing.T, u string, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return do(t, http.DefaultClient, req)
+}
+
+func post(t *testing.T, client *http.Client, u string, form url.Values, headers map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return do(t, client, req)
+}
+
+func do(t *testing.T, client *http.Client, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func assertStatus(t *testing.T, o *ops.Ops, id uuid.UUID, want outbox.Status) {
+	t.Helper()
+	d, err := o.DeadLetter(context.Background(), id)
+	if err != nil || d.Record.Status != want {
+		t.Fatalf("message %s is %v (%v); want %v", id, d.Record.Status, err, want)
+	}
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// However many clients reload the page, it serves at most MaxViewRate
+// views per second (plus a burst of three), each of which reads the
+// outbox; the others wait and then get 429 with Retry-After.
+func TestStatusPage_ServesAtMostMaxViewRate(t *testing.T) {
+	t.Parallel()
+	o, _ := seed(t)
+	const perSecond = 5
+	base := serve(t, statuspage.Config{Ops: o, MaxViewRate: perSecond})
+	begin := time.Now()
+	stop := begin.Add(1500 * time.Millisecond)
+	var served, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				resp, err := http.Get(base + "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					served.Add(1)
+				case http.StatusTooManyRequests:
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bound := int64(time.Since(begin).Seconds()*perSecond) + 3 + 1
+	if n := served.Load(); n > bound || n == 0 {
+		t.Fatalf("served %d views; want between 1 and %d", n, bound)
+	}
+}
+
 // The page lists the topics the relays reported, one that cannot take
-// records marked with its reason and fix.
+// records first, with its reason and fix.
 func TestStatusPage_ShowsTopics(t *testing.T) {
 	t.Parallel()
 	o, _ := seed(t)
@@ -204,13 +382,10 @@ func TestStatusPage_ShowsTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(serve(t, statuspage.Config{Ops: o}) + "/")
-	if err != nil {
-		t.Fatal(err)
+	code, page := get(t, serve(t, statuspage.Config{Ops: o})+"/", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d:\n%s", code, page)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	page := string(body)
 	for _, want := range []string{`data-topic="invoices"`, "cannot take records since", "UNKNOWN_TOPIC_OR_PARTITION", "create the topic",
 		`data-topic="orders"`} {
 		if !strings.Contains(page, want) {

@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -71,6 +72,10 @@ type app struct {
 
 	// logger is set before any command's RunE runs.
 	logger *slog.Logger
+
+	// poolHook, when set (by tests), adjusts the configuration of every
+	// pool newPool opens, after everything else; purpose names the pool.
+	poolHook func(purpose string, cfg *pgxpool.Config)
 }
 
 // Main runs the outbox command line with args (without the program name),
@@ -83,7 +88,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // run is Main with the environment given, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv LookupEnv) int {
-	root := newRootCommand(&app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv})
+	return runApp(ctx, &app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}, args)
+}
+
+// runApp runs the command line on a, which has its output streams and
+// environment set.
+func runApp(ctx context.Context, a *app, args []string) int {
+	stderr := a.stderr
+	root := newRootCommand(a)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,8 +137,7 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
-			srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second,
-				ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
+			srv := svc.HTTPServer()
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
 			addr := ln.Addr().String()

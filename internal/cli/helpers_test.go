@@ -29,7 +29,7 @@ func (b *syncBuffer) String() string {
 }
 
 // waitFor polls b until it contains s, or fails the test after timeout.
-func (b *syncBuffer) waitFor(t *testing.T, s string, timeout time.Duration, done <-chan int) {
+func (b *syncBuffer) waitFor(t testing.TB, s string, timeout time.Duration, done <-chan int) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !strings.Contains(b.String(), s) {
@@ -59,7 +59,7 @@ type cliResult struct {
 }
 
 // runCLI runs the command line in-process with env as its environment.
-func runCLI(t *testing.T, env map[string]string, args ...string) cliResult {
+func runCLI(t testing.TB, env map[string]string, args ...string) cliResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -79,7 +79,7 @@ func startCLI(env map[string]string, args ...string) (stdout, stderr *syncBuffer
 }
 
 // exitCode waits for a background command to exit.
-func exitCode(t *testing.T, done <-chan int, stderr *syncBuffer) int {
+func exitCode(t testing.TB, done <-chan int, stderr *syncBuffer) int {
 	t.Helper()
 	select {
 	case code := <-done:

@@ -20,7 +20,7 @@ type opsFixture struct {
 	env    map[string]string
 }
 
-func newOpsFixture(t *testing.T) *opsFixture {
+func newOpsFixture(t testing.TB) *opsFixture {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	f := &opsFixture{pool: pool, schema: schema,
@@ -41,7 +41,7 @@ const (
 // seed writes a small outbox: two dead letters (one with attempt history
 // and a message, an hour old, waiting behind it), a FAILED message, three SENT messages
 // published 10 days ago and one sent now.
-func (f *opsFixture) seed(t *testing.T) {
+func (f *opsFixture) seed(t testing.TB) {
 	t.Helper()
 	f.exec(t, `INSERT INTO {{schema}}.outbox_messages
 		(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type, headers, status, attempts, last_error, published_at, created_at)
@@ -62,7 +62,7 @@ func (f *opsFixture) seed(t *testing.T) {
 	f.exec(t, "ANALYZE {{schema}}.outbox_messages")
 }
 
-func (f *opsFixture) exec(t *testing.T, sql string, args ...any) {
+func (f *opsFixture) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -75,7 +75,7 @@ func (f *opsFixture) sql(s string) string {
 	return strings.ReplaceAll(s, "{{schema}}", pgx.Identifier{f.schema}.Sanitize())
 }
 
-func (f *opsFixture) queryInt(t *testing.T, sql string, args ...any) int {
+func (f *opsFixture) queryInt(t testing.TB, sql string, args ...any) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -86,7 +86,7 @@ func (f *opsFixture) queryInt(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
-func (f *opsFixture) status(t *testing.T, id string) string {
+func (f *opsFixture) status(t testing.TB, id string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,13 +97,13 @@ func (f *opsFixture) status(t *testing.T, id string) string {
 	return s
 }
 
-func (f *opsFixture) run(t *testing.T, args ...string) cliResult {
+func (f *opsFixture) run(t testing.TB, args ...string) cliResult {
 	t.Helper()
 	return runCLI(t, f.env, args...)
 }
 
 // mustRun runs the command and fails the test unless it exits with want.
-func (f *opsFixture) mustRun(t *testing.T, want int, args ...string) cliResult {
+func (f *opsFixture) mustRun(t testing.TB, want int, args ...string) cliResult {
 	t.Helper()
 	res := f.run(t, args...)
 	if res.code != want {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -136,7 +137,10 @@ pauses the relay without counting attempts. A topic that does not exist
 fault: its events wait, in order and without counting attempts, and go out
 once it exists; the relay logs the topic and the fix, /readyz is not ready,
 and 'outbox stats' and the status page show it. The relay does not ask the
-broker to create topics unless --kafka-auto-create-topics.
+broker to create topics unless --kafka-auto-create-topics. A database that
+cannot be reached at start is waited for, with backoff up to 30s (not ready
+on /readyz meanwhile); a refused password or role, or an unknown database,
+ends the relay at once.
 
 The relay runs until SIGINT or SIGTERM. It then stops claiming, waits up to
 --shutdown-timeout for outstanding acks, gives unsent events back, and exits
@@ -223,14 +227,30 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 	attrs = append(attrs, kf.logAttrs()...)
 	a.logger.Info("relay starting", attrs...)
 
-	if err := a.ping(ctx, pool); err != nil {
+	if err := a.awaitDependencies(ctx, pool, snk); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		if err := r.Run(ctx); err != nil {
+			return fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
+	}
+	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
+	return nil
+}
+
+// awaitDependencies waits until the database answers, and warns if the
+// broker does not or the configured topics are missing (checkKafka): the
+// relay itself waits for the broker and for topics. It returns nil
+// when ctx ends meanwhile (the relay then stops without having started).
+func (a *app) awaitDependencies(ctx context.Context, pool *pgxpool.Pool, snk *kafka.Sink) error {
+	if err := a.waitForDatabase(ctx, pool); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	a.checkKafka(ctx, snk)
-	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("relay %s: %w", r.ID(), err)
-	}
-	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
 }
 

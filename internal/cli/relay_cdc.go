@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/internal/memo"
 	"github.com/outbox-dev/outbox/metrics"
 	"github.com/outbox-dev/outbox/relay"
 )
@@ -50,6 +51,7 @@ func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 
 // runRelayMode runs the relay in the mode --mode names.
 func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
+	af.addrGiven = changed(cmd.Flags(), "metrics-addr")
 	switch cf.mode {
 	case modePolling:
 		for _, name := range cdcOnlyFlags {
@@ -147,13 +149,14 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	if err != nil {
 		return cdcConfigError(err)
 	}
-	// Health, the relay's and the table's metrics, the slot's lag, and the
-	// status page.
+	// Health, the relay's and the table's metrics, the slot's lag (read at
+	// most once per statsInterval, however many scrape), and the status page.
+	lag := memo.New(func(ctx context.Context) (metrics.SlotLag, error) {
+		l, err := r.Lag(ctx)
+		return metrics.SlotLag{Bytes: l.Bytes, Age: l.Age, Active: l.Active}, err
+	}, statsInterval, 5*time.Second)
 	adm, err := a.startAdmin(ctx, af, pool, snk, r.ID(), func(reg prometheus.Registerer) error {
-		return metrics.NewSlotLag(reg, r.Slot(), func(ctx context.Context) (metrics.SlotLag, error) {
-			l, err := r.Lag(ctx)
-			return metrics.SlotLag{Bytes: l.Bytes, Age: l.Age, Active: l.Active}, err
-		})
+		return metrics.NewSlotLag(reg, r.Slot(), lag.Get)
 	})
 	if err != nil {
 		return err
@@ -171,12 +174,13 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	attrs = append(attrs, kf.logAttrs()...)
 	a.logger.Info("relay starting", attrs...)
 
-	if err := a.ping(ctx, pool); err != nil {
+	if err := a.awaitDependencies(ctx, pool, snk); err != nil {
 		return err
 	}
-	a.checkKafka(ctx, snk)
-	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("relay %s: %w", r.ID(), err)
+	if ctx.Err() == nil {
+		if err := r.Run(ctx); err != nil {
+			return fmt.Errorf("relay %s: %w", r.ID(), err)
+		}
 	}
 	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil

@@ -268,8 +268,7 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen on %s: %w", cfg.Listen, err)
 	}
-	s.server = &http.Server{Handler: s.b.orders.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.server = s.b.orders.HTTPServer()
 	go func() { _ = s.server.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 	s.load = &load{base: base, client: &http.Client{Timeout: 30 * time.Second}, rate: cfg.Rate, seed: uint64(seed)}

@@ -1,4 +1,4 @@
-// Package orderservice is the order service of the seeds' order system:
+// Package orderservice is the order service of the reference order system:
 // an HTTP JSON API over PostgreSQL ([New]) or SQLite ([NewSQLite]) that
 // writes every change of an order
 // and its event to the outbox in one transaction, so that an event exists
@@ -23,5 +23,7 @@
 //	svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: store})
 //	...
 //	err = svc.Migrate(ctx)            // the service's own tables, if missing
-//	http.ListenAndServe(addr, svc.Handler())
+//	srv := svc.HTTPServer()           // svc.Handler() with every connection's timeouts set
+//	srv.Addr = addr
+//	err = srv.ListenAndServe()
 package orderservice

@@ -3,7 +3,6 @@ package orderservice_test
 import (
 	"context"
 	"log"
-	"net/http"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,7 +27,11 @@ func ExampleNew() {
 	if err := svc.Migrate(ctx); err != nil { // the orders tables, if missing
 		log.Fatal(err)
 	}
-	log.Fatal(http.ListenAndServe("127.0.0.1:8080", svc.Handler()))
+	// HTTPServer is svc.Handler() with every connection's timeouts set, so
+	// that slow clients cannot hold connections open.
+	srv := svc.HTTPServer()
+	srv.Addr = "127.0.0.1:8080"
+	log.Fatal(srv.ListenAndServe())
 }
 
 func ExampleService_Place() {

@@ -12,11 +12,39 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
+
+// The bounds HTTPServer sets on every connection.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 30 * time.Second
+	WriteTimeout      = 30 * time.Second
+	IdleTimeout       = 2 * time.Minute
+)
+
+// HTTPServer returns an http.Server for [Service.Handler] whose every
+// connection is bounded: headers must arrive within ReadHeaderTimeout, the
+// whole request within ReadTimeout, the response must be written within
+// WriteTimeout, and a keep-alive connection idle for IdleTimeout is closed,
+// so that slow or stalled clients cannot hold connections (and the
+// database connections behind them) for ever. The server's own errors go
+// to Config.Logger at warn level. Set Addr and call ListenAndServe, or
+// call Serve with a listener.
+func (s *Service) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+}
 
 // Handler returns the service's HTTP API (JSON in and out):
 //
