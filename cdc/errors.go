@@ -16,8 +16,9 @@ var (
 	// Config.RecreateSlot and docs/cdc.md).
 	ErrSlotLost = errors.New("cdc: replication slot lost")
 	// ErrNotReady is wrapped by the error that stops the relay when the
-	// database cannot serve CDC: wal_level is not logical, the outbox table
-	// does not exist (run the migrations), or the publication exists but
-	// does not publish the outbox table's inserts.
+	// database cannot serve CDC: wal_level is not logical, or the
+	// publication exists but does not publish the outbox table's inserts.
+	// Missing outbox tables do not stop it: it logs an error wrapping
+	// pgstore.ErrNotMigrated, which says how to fix it, and waits for them.
 	ErrNotReady = errors.New("cdc: database not ready for CDC")
 )
