@@ -116,7 +116,7 @@ type DeadLetterDetail struct {
 func (o *Ops) DeadLetters(ctx context.Context, f Filter) ([]DeadLetter, error) {
 	out, err := o.deadLetters(ctx, o.pool, f)
 	if err != nil {
-		return nil, fmt.Errorf("ops: list dead letters: %w", err)
+		return nil, fmt.Errorf("ops: list dead letters: %w", o.dbErr(err))
 	}
 	return out, nil
 }
@@ -164,7 +164,7 @@ func (o *Ops) DeadLetter(ctx context.Context, id uuid.UUID) (DeadLetterDetail, e
 		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, err)
+		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, o.dbErr(err))
 	}
 	d := DeadLetterDetail{Record: rec}
 	b := &pgx.Batch{}
@@ -191,7 +191,7 @@ func (o *Ops) DeadLetter(ctx context.Context, id uuid.UUID) (DeadLetterDetail, e
 		return err
 	})
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
-		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, err)
+		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, o.dbErr(err))
 	}
 	return d, nil
 }
@@ -207,11 +207,11 @@ func (o *Ops) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	}
 	rows, err := o.pool.Query(ctx, o.q.auditForMessage, nil, limit)
 	if err != nil {
-		return nil, fmt.Errorf("ops: audit: %w", err)
+		return nil, fmt.Errorf("ops: audit: %w", o.dbErr(err))
 	}
 	entries, err := pgx.CollectRows(rows, scanAudit)
 	if err != nil {
-		return nil, fmt.Errorf("ops: audit: %w", err)
+		return nil, fmt.Errorf("ops: audit: %w", o.dbErr(err))
 	}
 	return entries, nil
 }
@@ -343,7 +343,7 @@ func (o *Ops) change(ctx context.Context, action, sql string, req Request) (Resu
 			Scan(&res.AuditID, &res.At)
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("ops: %s: %w", action, err)
+		return Result{}, fmt.Errorf("ops: %s: %w", action, o.dbErr(err))
 	}
 	o.log.Info("dead letters "+action+"ed", slog.String("actor", req.Actor), slog.String("reason", req.Reason),
 		slog.Int("messages", len(res.IDs)), slog.Int64("audit_id", res.AuditID), slog.Any("message_ids", res.IDs))

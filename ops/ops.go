@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -116,7 +117,8 @@ var queryFiles embed.FS
 
 // New returns the tools for the outbox in cfg.Schema on pool. It does not
 // touch the database; the tables must have been migrated (pgstore's
-// Migrate, or "outbox migrate"). A bad cfg gives an error wrapping
+// Migrate, or "outbox migrate"): until then the methods' errors wrap
+// pgstore.ErrNotMigrated and say so. A bad cfg gives an error wrapping
 // [ErrInvalidConfig] that names the field.
 func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 	if pool == nil {
@@ -182,6 +184,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 
 // Schema returns the schema the tools work on (after defaults).
 func (o *Ops) Schema() string { return o.store.Schema() }
+
+// CheckMigrated reports whether the outbox tables are in the schema, with
+// one cheap query: nil, an error wrapping pgstore.ErrNotMigrated that names
+// the schema and the fix, or the database's error. It is the relay's
+// readiness check ("outbox" in /readyz).
+func (o *Ops) CheckMigrated(ctx context.Context) error { return o.store.CheckMigrated(ctx) }
+
+// dbErr is err, or, when it says that the outbox tables are missing, an
+// error wrapping pgstore.ErrNotMigrated that says how to fix it.
+func (o *Ops) dbErr(err error) error { return pgstore.NotMigrated(o.Schema(), err) }
 
 // DefaultActor names the person or program running an operation for the
 // audit log: $USER (or the OS account) @ the host name, such as

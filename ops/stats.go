@@ -163,10 +163,10 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		return rows.Err()
 	})
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
 	}
 	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStatsMore(b, &s, sentEstimate, queuedEstimate) }); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
 	}
 	o.addCursor(&s, queuedEstimate)
 	if oldest != nil && (s.OldestUnsentAt.IsZero() || oldest.Before(s.OldestUnsentAt)) {

@@ -83,12 +83,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // run is Main with the environment given, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv LookupEnv) int {
-	root := newRootCommand(&app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv})
+	a := &app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}
+	root := newRootCommand(a)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	// Missing outbox tables, from any command, are named with the fix.
+	err = pgstore.NotMigrated(a.schema, err)
 	fmt.Fprintf(stderr, "Error: %v\n", err)
 	if isUsageError(err) {
 		if cmd == nil {

@@ -118,6 +118,7 @@ func (a *app) startAdmin(ctx context.Context, f *adminFlags, pool *pgxpool.Pool,
 	}
 	srv, err := admin.New(admin.Config{Addr: f.metricsAddr, Gatherer: reg, Logger: a.logger, Checks: map[string]admin.Check{
 		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"outbox":   o.CheckMigrated, // the tables exist: not before 'outbox migrate'
 		"kafka":    kafkaPing,
 	}})
 	if err != nil {
