@@ -18,7 +18,9 @@
 // sent in the last minute, and in cursor mode the cursor's state. Every
 // figure comes from a partial index or from the unsent rows, so a scrape
 // costs in proportion to the backlog, not to the table; the SENT count is
-// PostgreSQL's estimate unless Config.ExactSentCount.
+// PostgreSQL's estimate, except on a small table (below
+// Config.ExactCountBelow rows, 100,000 by default), where it is counted,
+// and with Config.ExactSentCount.
 //
 // # Dead letters
 //

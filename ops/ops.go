@@ -61,15 +61,28 @@ type Config struct {
 	Top int
 	// ExactSentCount makes [Ops.Stats] count the SENT messages, which
 	// costs in proportion to the SENT history, instead of reading
-	// PostgreSQL's estimate. Defaults to false.
+	// PostgreSQL's estimate, however large the table. Defaults to false.
 	ExactSentCount bool
+	// ExactCountBelow makes [Ops.Stats] count the SENT messages exactly,
+	// rather than read PostgreSQL's estimate, while the table holds fewer
+	// rows than this as far as PostgreSQL's statistics know: counting a
+	// small table costs little, and a new outbox's estimate (0 until
+	// autovacuum first counts it) would be wrong. Defaults to
+	// [DefaultExactCountBelow]; a negative value always estimates (unless
+	// ExactSentCount).
+	ExactCountBelow int64
 	// Logger receives a line per operation that changes messages.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultTop is the default of Config.Top.
-const DefaultTop = 10
+// Defaults of Config.
+const (
+	// DefaultTop is the default of Config.Top.
+	DefaultTop = 10
+	// DefaultExactCountBelow is the default of Config.ExactCountBelow.
+	DefaultExactCountBelow = 100_000
+)
 
 func (c Config) withDefaults() Config {
 	if c.Schema == "" {
@@ -77,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Top == 0 {
 		c.Top = DefaultTop
+	}
+	if c.ExactCountBelow == 0 {
+		c.ExactCountBelow = DefaultExactCountBelow
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
