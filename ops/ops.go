@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -121,6 +122,8 @@ type queries struct {
 
 	dlqList, dlqAttempts, dlqExtra, auditForMessage, auditInsert, replay, discard, selectByIDs string
 
+	dlqGroups, dlqSeq, dlqMaxSeq string
+
 	cleanupSent, cleanupDiscarded, cleanupQueued, cleanupCutoff string
 
 	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
@@ -149,10 +152,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	o := &Ops{pool: pool, store: st, cfg: cfg, log: cfg.Logger}
-	render := strings.NewReplacer(
-		"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
-		"{{record_columns}}", pgstore.RecordColumns,
-	)
+	deadLetters, err := queryFiles.ReadFile("queries/dead_letters.sql")
+	if err != nil {
+		return nil, fmt.Errorf("ops: read embedded dead_letters.sql: %w", err)
+	}
+	render := func(sql string) string {
+		sql = strings.ReplaceAll(sql, "{{dead_letters}}", string(deadLetters))
+		return strings.NewReplacer(
+			"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
+			"{{record_columns}}", pgstore.RecordColumns,
+			// Both are rendered inside string literals; neither holds a
+			// quote (TestKafkaCodePattern_NamesEveryCode, sink's tests).
+			"{{permanent}}", sink.ErrPermanent.Error(),
+			"{{kafka_code}}", kafkaCodePattern,
+		).Replace(sql)
+	}
 	for _, f := range []struct {
 		dst  *string
 		file string
@@ -177,6 +191,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.replay, "replay.sql"},
 		{&o.q.discard, "discard.sql"},
 		{&o.q.selectByIDs, "select_by_ids.sql"},
+		{&o.q.dlqGroups, "dlq_groups.sql"},
+		{&o.q.dlqSeq, "dlq_seq.sql"},
+		{&o.q.dlqMaxSeq, "dlq_max_seq.sql"},
 		{&o.q.cleanupSent, "cleanup_sent.sql"},
 		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
 		{&o.q.cleanupQueued, "cleanup_queued.sql"},
@@ -193,7 +210,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ops: read embedded %s: %w", f.file, err)
 		}
-		*f.dst = render.Replace(string(b))
+		*f.dst = render(string(b))
 	}
 	return o, nil
 }

@@ -1,9 +1,10 @@
 // Package statuspage serves a small HTML page for operators: the outbox's
 // counts by status, the age of the oldest unsent message, throughput over
-// the last minutes as a chart, blocked aggregates, the dead letters with
-// their reasons, and the relay mode: in cursor mode the cursor's position,
-// when it was saved, its leader and its lag. It is read-only unless a token is configured; replay and
-// discard then need that token. Mount it on the relay's admin server, which
+// the last minutes as a chart, blocked aggregates, the dead letters grouped
+// by cause and one by one with their reasons, and the relay mode: in cursor
+// mode the cursor's position, when it was saved, its leader and its lag. It
+// is read-only unless a token is configured; replay and discard, of one
+// dead letter or of a whole group, then need that token. Mount it on the relay's admin server, which
 // binds to loopback by default; when it is bound elsewhere, set
 // RequireTokenToView so that the page needs the token too.
 package statuspage
@@ -17,6 +18,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +48,9 @@ type Config struct {
 	History time.Duration
 	// DeadLetters is how many dead letters the page lists. Defaults to 50.
 	DeadLetters int
+	// Groups is how many groups of dead letters (by cause) the page
+	// lists, the largest first. Defaults to 20.
+	Groups int
 	// Actor names who acts in the audit log. Defaults to "status-page".
 	Actor string
 	// Logger. Defaults to slog.Default().
@@ -96,6 +101,9 @@ func New(cfg Config) (*Page, error) {
 	if cfg.DeadLetters == 0 {
 		cfg.DeadLetters = 50
 	}
+	if cfg.Groups == 0 {
+		cfg.Groups = 20
+	}
 	if cfg.Actor == "" {
 		cfg.Actor = "status-page"
 	}
@@ -105,6 +113,7 @@ func New(cfg Config) (*Page, error) {
 	p := &Page{cfg: cfg, mux: http.NewServeMux()}
 	p.mux.HandleFunc("GET /{$}", p.view)
 	p.mux.HandleFunc("POST /dlq/{id}/{action}", p.act)
+	p.mux.HandleFunc("POST /dlq-groups/{key}/{action}", p.actGroup)
 	return p, nil
 }
 
@@ -163,6 +172,7 @@ type viewData struct {
 	Stats       ops.Stats
 	Statuses    []statusCount
 	DeadLetters []ops.DeadLetter
+	Groups      []ops.DeadLetterGroup
 	Chart       chart
 	Actions     bool
 	Token       string
@@ -191,7 +201,12 @@ func (p *Page) view(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	d := viewData{Stats: s, DeadLetters: dls, Message: r.URL.Query().Get("done"), Error: r.URL.Query().Get("error")}
+	groups, err := p.cfg.Ops.DeadLetterGroups(r.Context(), ops.Filter{Limit: p.cfg.Groups})
+	if err != nil {
+		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	d := viewData{Stats: s, DeadLetters: dls, Groups: groups, Message: r.URL.Query().Get("done"), Error: r.URL.Query().Get("error")}
 	for _, st := range ops.Statuses {
 		d.Statuses = append(d.Statuses, statusCount{st, s.Counts[st]})
 	}
@@ -229,14 +244,56 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown action", http.StatusNotFound)
 		return
 	}
+	if err == nil {
+		p.cfg.Logger.Info("status page action", slog.String("action", r.PathValue("action")), slog.String("message_id", id.String()),
+			slog.Int64("audit_id", res.AuditID))
+	}
+	p.back(w, r, r.PathValue("action")+" "+id.String(), err)
+}
+
+// groupKeyRe is the form of a group's key (ops.DeadLetterGroup.Key).
+var groupKeyRe = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// actGroup replays or discards a whole group of dead letters, in the
+// batches and at the rate of ops' defaults. It goes on if the browser
+// leaves, so that a large group is not stopped half way.
+func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
+	if !p.authorized(r) {
+		http.Error(w, "replay and discard need the status page's token", http.StatusForbidden)
+		return
+	}
+	key := r.PathValue("key")
+	if !groupKeyRe.MatchString(key) {
+		http.Error(w, "bad group key", http.StatusBadRequest)
+		return
+	}
+	req := ops.Request{Actor: p.cfg.Actor, Reason: r.FormValue("reason"), Filter: &ops.Filter{Group: key}}
+	ctx := context.WithoutCancel(r.Context())
+	var res ops.Result
+	var err error
+	switch r.PathValue("action") {
+	case "replay":
+		res, err = p.cfg.Ops.Replay(ctx, req)
+	case "discard":
+		res, err = p.cfg.Ops.Discard(ctx, req)
+	default:
+		http.Error(w, "unknown action", http.StatusNotFound)
+		return
+	}
+	p.cfg.Logger.Info("status page group action", slog.String("action", r.PathValue("action")), slog.String("group", key),
+		slog.Int("messages", len(res.IDs)), slog.Any("audit_ids", res.AuditIDs), slog.Any("error", err))
+	p.back(w, r, fmt.Sprintf("%s group %s: %d message(s)", r.PathValue("action"), key, len(res.IDs)), err)
+}
+
+// back sends the browser back to the page after an action, which shows
+// what was done, or the error.
+func (p *Page) back(w http.ResponseWriter, r *http.Request, done string, err error) {
 	back := "/?token=" + template.URLQueryEscaper(p.cfg.Token)
 	if err != nil {
 		http.Redirect(w, r, back+"&error="+template.URLQueryEscaper(err.Error()), http.StatusSeeOther)
 		return
 	}
-	p.cfg.Logger.Info("status page action", slog.String("action", r.PathValue("action")), slog.String("message_id", id.String()),
-		slog.Int64("audit_id", res.AuditID))
-	http.Redirect(w, r, back+"&done="+template.URLQueryEscaper(r.PathValue("action")+" "+id.String()), http.StatusSeeOther)
+	http.Redirect(w, r, back+"&done="+template.URLQueryEscaper(done), http.StatusSeeOther)
 }
 
 // chart is the throughput history as an SVG polyline.

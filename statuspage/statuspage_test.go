@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -187,5 +188,64 @@ func TestStatusPage_RequireTokenToView(t *testing.T) {
 	}
 	if _, err := statuspage.New(statuspage.Config{Ops: o, RequireTokenToView: true}); err == nil {
 		t.Error("RequireTokenToView without a Token accepted")
+	}
+}
+
+// The page lists the dead letters grouped by cause, with the group's
+// actions only for the token; a group's replay needs the token and then
+// replays the whole group, recorded in the audit log.
+func TestStatusPage_GroupActionsNeedTheTokenAndChangeTheGroup(t *testing.T) {
+	t.Parallel()
+	o, id := seed(t)
+	groups, err := o.DeadLetterGroups(context.Background(), ops.Filter{})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups = %+v, %v; want the seeded dead letter's", groups, err)
+	}
+	key := groups[0].Key
+	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret"})
+
+	for token, actions := range map[string]bool{"": false, "s3cret": true} {
+		resp, err := http.Get(base + "/?token=" + token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := string(body)
+		if !strings.Contains(page, `data-group="`+key+`"`) || !strings.Contains(page, "MESSAGE_TOO_LARGE") {
+			t.Fatalf("the page lacks the group %s:\n%s", key, page)
+		}
+		if got := strings.Contains(page, "/dlq-groups/"+key+"/replay"); got != actions {
+			t.Errorf("token %q: the page offers the group's replay: %v, want %v", token, got, actions)
+		}
+	}
+
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(token string) *http.Response {
+		t.Helper()
+		resp, err := client.PostForm(base+"/dlq-groups/"+key+"/replay", url.Values{"token": {token}, "reason": {"limit raised"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post("wrong"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("group replay with a wrong token: %d; want 403", resp.StatusCode)
+	}
+	if d, err := o.DeadLetter(context.Background(), id); err != nil || d.Record.Status != outbox.StatusDeadLetter {
+		t.Fatalf("after a refused group replay: %v, %v; want still DEAD_LETTER", d.Record.Status, err)
+	}
+	resp := post("s3cret")
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "done=replay+group+"+key+"%3A+1+message") {
+		t.Fatalf("group replay with the token: %d %s", resp.StatusCode, loc)
+	}
+	if d, err := o.DeadLetter(context.Background(), id); err != nil || d.Record.Status != outbox.StatusPending {
+		t.Fatalf("after the group replay: %v, %v; want PENDING", d.Record.Status, err)
+	}
+	audit, err := o.Audit(context.Background(), 10)
+	if err != nil || len(audit) != 1 || audit[0].Actor != "status-page" || audit[0].Reason != "limit raised" ||
+		!strings.Contains(string(audit[0].Filter), key) {
+		t.Fatalf("audit after the group replay: %+v, %v", audit, err)
 	}
 }
