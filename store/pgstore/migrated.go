@@ -59,9 +59,11 @@ func noTables(schema string, pg *pgconn.PgError) error {
 //	no outbox tables in schema "orders": run 'outbox migrate --schema orders'
 //
 // or, when the missing table is another one (of a later migration, or one
-// that a query reads before outbox_messages), that the schema lacks it. The store's methods return their
-// errors through it; callers that run their own queries on the outbox tables
-// (package ops, the CLI) can do the same.
+// that a query reads before outbox_messages), that the schema lacks it. The
+// CDC relay's own tables (outbox_cdc_*), which it creates itself, are left
+// alone. The store's methods return their errors through it; callers that
+// run their own queries on the outbox tables (package ops, the CLI) can do
+// the same.
 func NotMigrated(schema string, err error) error {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
 	if !ok || errors.Is(err, ErrNotMigrated) {
@@ -79,7 +81,10 @@ func NotMigrated(schema string, err error) error {
 		return err
 	}
 	table, _, _ := strings.Cut(pgErr.Message[i+len(schema)+2:], `"`)
-	if table == "outbox_messages" {
+	switch {
+	case strings.HasPrefix(table, "outbox_cdc_"):
+		return err // created by the CDC relay, not by the migrations
+	case table == "outbox_messages":
 		return noTables(schema, pgErr)
 	}
 	return &notMigratedError{fmt.Sprintf("schema %q lacks the outbox table %s: %s", schema, table, migrateHint(schema)), pgErr}

@@ -68,12 +68,13 @@ func TestStore_IncompleteMigrationNamesTheMissingTable(t *testing.T) {
 	}
 }
 
-// NotMigrated leaves every other error alone, and so does it with a
-// missing table of another schema.
+// NotMigrated leaves every other error alone, and so it does with a
+// missing table of another schema, or one the CDC relay creates.
 func TestNotMigrated_LeavesOtherErrorsAlone(t *testing.T) {
 	t.Parallel()
 	other := &pgconn.PgError{Code: "42P01", Message: `relation "elsewhere.orders" does not exist`}
-	for _, err := range []error{nil, errors.New("boom"), &pgconn.PgError{Code: "23505", Message: "duplicate key"}, other} {
+	cdcTable := &pgconn.PgError{Code: "42P01", Message: `relation "outbox.outbox_cdc_slots" does not exist`}
+	for _, err := range []error{nil, errors.New("boom"), &pgconn.PgError{Code: "23505", Message: "duplicate key"}, other, cdcTable} {
 		if got := pgstore.NotMigrated("outbox", err); got != err {
 			t.Errorf("NotMigrated(%v) = %v, want it unchanged", err, got)
 		}
