@@ -9,7 +9,8 @@
 // # Setting up
 //
 // PostgreSQL needs wal_level = logical, and the relay's role the
-// REPLICATION attribute. Run the store's migrations, then:
+// REPLICATION attribute. Run the store's migrations ("outbox migrate"),
+// then:
 //
 //	r, err := cdc.New(cdc.Config{Pool: pool, Sink: kafkaSink, Schema: "outbox"})
 //	...
@@ -22,6 +23,12 @@
 // table (pgstore.Config.Partitioning) through its root, so inserts into any
 // partition arrive as rows of outbox_messages, and partitions may be
 // created and dropped (ops.MaintainPartitions) while the relay streams.
+//
+// A relay started before the migrations, or on the wrong schema, waits:
+// it logs an error that names the schema and the fix ("no outbox tables
+// in schema ...: run 'outbox migrate --schema ...'"), when it begins and
+// then every 30 seconds, tries again every Config.StandbyInterval, and
+// sets up and streams once the tables exist, without a restart.
 //
 // # How a message travels
 //

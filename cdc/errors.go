@@ -16,11 +16,12 @@ var (
 	// Config.RecreateSlot and docs/cdc.md).
 	ErrSlotLost = errors.New("cdc: replication slot lost")
 	// ErrNotReady is wrapped by the error that stops the relay when the
-	// database cannot serve CDC: wal_level is not logical, the outbox table
-	// does not exist (run the migrations), the publication exists but
-	// does not publish the outbox table's inserts, or the server refuses
-	// replication connections (a connection pooler such as PgBouncer: CDC
-	// must connect to PostgreSQL directly).
+	// database cannot serve CDC: wal_level is not logical, the publication
+	// exists but does not publish the outbox table's inserts, or the server
+	// refuses replication connections (a connection pooler such as
+	// PgBouncer: CDC must connect to PostgreSQL directly). Missing outbox
+	// tables do not stop it: it logs an error wrapping
+	// pgstore.ErrNotMigrated, which says how to fix it, and waits for them.
 	ErrNotReady = errors.New("cdc: database not ready for CDC")
 	// ErrSlotInUse is wrapped by the error [Remove] returns when a
 	// walsender still streams from the slot after [RemoveWait]: a relay,

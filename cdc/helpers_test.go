@@ -81,12 +81,20 @@ func newEnv(t testing.TB, bcfg broker.Config) *env {
 // zero value: a plain table).
 func newEnvPartitioned(t testing.TB, bcfg broker.Config, p pgstore.Partitioning) *env {
 	t.Helper()
+	e := newUnmigratedEnv(t, bcfg, p)
+	if err := e.store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// newUnmigratedEnv is newEnvPartitioned without the migrations: the
+// test's schema is empty.
+func newUnmigratedEnv(t testing.TB, bcfg broker.Config, p pgstore.Partitioning) *env {
+	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	st, err := pgstore.New(pool, pgstore.Config{Schema: schema, Partitioning: p})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Runs after every relay of the test stopped (cleanups run last-in

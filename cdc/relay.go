@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -31,11 +32,12 @@ type Relay struct {
 	// outboxTable is the quoted, schema-qualified outbox table.
 	outboxTable string
 
-	recreate    atomic.Bool  // Config.RecreateSlot, until first used
-	tablesReady atomic.Bool  // the relay's tables exist
-	warnedKeep  atomic.Bool  // the max_slot_wal_keep_size warning was logged
-	leader      atomic.Bool  // this relay streams from the slot now
-	behindNano  atomic.Int64 // unix nanos since when received messages wait; 0 when caught up
+	recreate    atomic.Bool       // Config.RecreateSlot, until first used
+	tablesReady atomic.Bool       // the relay's tables exist
+	warnedKeep  atomic.Bool       // the max_slot_wal_keep_size warning was logged
+	notMigrated condlog.Condition // the outbox tables are missing
+	leader      atomic.Bool       // this relay streams from the slot now
+	behindNano  atomic.Int64      // unix nanos since when received messages wait; 0 when caught up
 	// batchesInFlight counts the batches with messages that were started
 	// and not yet recorded (for tests: pipelining happened).
 	batchesInFlight atomic.Int64
@@ -290,8 +292,14 @@ func (r *Relay) loop() error {
 			r.log.Error("cdc relay stopped by an error it cannot recover from", slog.Any("error", err))
 			return err
 		}
-		r.log.Warn("replication session ended; reconnecting", slog.Any("error", err),
-			slog.Duration("retry_in", r.cfg.StandbyInterval))
+		switch {
+		case !errors.Is(err, pgstore.ErrNotMigrated):
+			r.log.Warn("replication session ended; reconnecting", slog.Any("error", err),
+				slog.Duration("retry_in", r.cfg.StandbyInterval))
+		case r.notMigrated.Holds(time.Now()):
+			// Logged when first seen and then every 30 s, not at every retry.
+			r.log.Error("outbox tables missing; the relay retries until they exist", slog.Any("error", err))
+		}
 		r.sleep(r.cfg.StandbyInterval)
 	}
 	return nil
@@ -318,6 +326,9 @@ func (r *Relay) session() error {
 
 	if err := r.setupTables(r.runCtx); err != nil {
 		return err
+	}
+	if lasted, ended := r.notMigrated.Ended(time.Now()); ended {
+		r.log.Info("outbox tables found; the relay goes on", slog.Duration("waited", lasted.Round(time.Second)))
 	}
 	standing := false
 	for {

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // newRelay starts a relay that the test stops or aborts itself.
@@ -333,5 +334,40 @@ func TestSetup_WarnsWhenSlotWALIsUnlimited(t *testing.T) {
 	warned := strings.Contains(logs.String(), "level=WARN msg=\"max_slot_wal_keep_size is unlimited")
 	if unlimited := keep == "-1"; warned != unlimited {
 		t.Fatalf("max_slot_wal_keep_size = %s: warned %v; want %v. Logs:\n%s", keep, warned, unlimited, logs.String())
+	}
+}
+
+// A relay started before the migrations waits for them instead of
+// stopping: it logs the missing tables with the fix once, not at every
+// retry, and after Migrate it says so, streams and publishes, without a
+// restart.
+func TestSetup_UnmigratedSchema_WaitsAndGoesOnAfterMigrate(t *testing.T) {
+	t.Parallel()
+	e := newUnmigratedEnv(t, broker.Config{}, pgstore.Partitioning{})
+	logs := &syncBuffer{}
+	cfg := e.config(e.newSink(nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	r := e.start(cfg)
+
+	fix := `no outbox tables in schema \"` + e.schema + `\": run 'outbox migrate --schema ` + e.schema + `'`
+	waitOutput(t, logs, fix, 20*time.Second)
+	time.Sleep(10 * cfg.StandbyInterval) // ten more tries
+	select {
+	case <-r.Stopped():
+		t.Fatalf("the relay stopped: %v", r.Err())
+	default:
+	}
+	if n := strings.Count(logs.String(), "outbox tables missing"); n != 1 {
+		t.Fatalf("the missing tables are logged %d times, want once:\n%s", n, logs)
+	}
+
+	if err := e.store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLeader(r, 20*time.Second)
+	e.enqueue(seqMessage("a", 0))
+	checkOrder(t, e.consumed(1, 20*time.Second), map[string]int{"a": 1})
+	if n := strings.Count(logs.String(), "outbox tables found; the relay goes on"); n != 1 {
+		t.Errorf("the recovery is logged %d times, want once:\n%s", n, logs)
 	}
 }

@@ -139,7 +139,11 @@ func (r *Relay) setupTables(ctx context.Context) error {
 			ErrNotReady, walLevel))
 	}
 	if !tableExists {
-		return fatal(fmt.Errorf("%w: table %s does not exist; run the migrations first (outbox migrate)", ErrNotReady, r.outboxTable))
+		// Not fatal: the relay waits for the migrations (see loop).
+		if err := r.store.CheckMigrated(ctx); err != nil {
+			return fmt.Errorf("cdc: setup: %w", err)
+		}
+		return fmt.Errorf("cdc: setup: table %s was created meanwhile; setting up again", r.outboxTable)
 	}
 	if keepSize == "-1" && !r.warnedKeep.Swap(true) {
 		r.log.Warn("max_slot_wal_keep_size is unlimited: while no relay confirms positions, PostgreSQL keeps all WAL " +

@@ -97,7 +97,7 @@ func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, er
 	}
 	var res CleanupResult
 	if err := o.pool.QueryRow(ctx, o.q.cleanupCutoff, cfg.OlderThan.Milliseconds()).Scan(&res.Cutoff); err != nil {
-		return res, fmt.Errorf("ops: cleanup: %w", err)
+		return res, fmt.Errorf("ops: cleanup: %w", o.dbErr(err))
 	}
 	runErr := o.cleanupStatus(ctx, cfg, o.q.cleanupSent, &res, &res.Sent)
 	if runErr == nil && cfg.IncludeDiscarded {
@@ -122,6 +122,7 @@ func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, er
 		slog.Int64("queued_deleted", res.Queued), slog.Int64("discarded_deleted", res.Discarded),
 		slog.Int("batches", res.Batches)}
 	if runErr != nil {
+		runErr = o.dbErr(runErr)
 		o.log.Warn("cleanup stopped", append(attrs, slog.Any("error", runErr))...)
 		return res, fmt.Errorf("ops: cleanup: %w", runErr)
 	}

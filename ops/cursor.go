@@ -87,13 +87,13 @@ type CursorState struct {
 func (o *Ops) Cursor(ctx context.Context) (CursorState, error) {
 	var c CursorState
 	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
-		return CursorState{}, fmt.Errorf("ops: cursor: %w", err)
+		return CursorState{}, fmt.Errorf("ops: cursor: %w", o.dbErr(err))
 	}
 	if !c.Present {
 		return c, nil
 	}
 	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursorLag(b, &c) }); err != nil {
-		return CursorState{}, fmt.Errorf("ops: cursor lag: %w", err)
+		return CursorState{}, fmt.Errorf("ops: cursor lag: %w", o.dbErr(err))
 	}
 	return c, nil
 }

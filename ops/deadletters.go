@@ -24,6 +24,14 @@ type Filter struct {
 	AggregateType string `json:"aggregateType,omitempty"`
 	AggregateID   string `json:"aggregateId,omitempty"`
 	EventType     string `json:"eventType,omitempty"`
+	// ErrorClass keeps the dead letters of one cause, as
+	// [DeadLetterGroup].ErrorClass names it.
+	ErrorClass string `json:"errorClass,omitempty"`
+	// Topic keeps the dead letters with this topic of their own (not one
+	// the relay's routes chose).
+	Topic string `json:"topic,omitempty"`
+	// Group keeps the dead letters of one group, by [DeadLetterGroup].Key.
+	Group string `json:"group,omitempty"`
 	// Since keeps the messages that became dead letters at or after it.
 	Since time.Time `json:"since,omitzero"`
 	// AfterSeq keeps the messages with a higher Seq, for paging through a
@@ -40,7 +48,8 @@ type Filter struct {
 
 // narrows reports whether f selects by anything but paging.
 func (f Filter) narrows() bool {
-	return f.AggregateType != "" || f.AggregateID != "" || f.EventType != "" || !f.Since.IsZero()
+	return f.AggregateType != "" || f.AggregateID != "" || f.EventType != "" || !f.Since.IsZero() ||
+		f.ErrorClass != "" || f.Topic != "" || f.Group != ""
 }
 
 // DeadLetter is one message in DEAD_LETTER, as listed.
@@ -56,6 +65,9 @@ type DeadLetter struct {
 	// Attempts is the number of failed attempts.
 	Attempts  int
 	LastError string
+	// ErrorClass and Group are its cause and its group's key, as in
+	// [DeadLetterGroup].
+	ErrorClass, Group string
 	// Waiting counts the later messages of its aggregate that are not
 	// SENT; non-zero means the dead letter blocks them.
 	Waiting int64
@@ -114,9 +126,9 @@ type DeadLetterDetail struct {
 
 // DeadLetters lists the dead letters that f selects, in Seq order.
 func (o *Ops) DeadLetters(ctx context.Context, f Filter) ([]DeadLetter, error) {
-	out, err := o.deadLetters(ctx, o.pool, f)
+	out, err := o.deadLetters(ctx, o.pool, f, 0)
 	if err != nil {
-		return nil, fmt.Errorf("ops: list dead letters: %w", err)
+		return nil, fmt.Errorf("ops: list dead letters: %w", o.dbErr(err))
 	}
 	return out, nil
 }
@@ -126,14 +138,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func (o *Ops) deadLetters(ctx context.Context, db querier, f Filter) ([]DeadLetter, error) {
-	var limit *int64
-	if f.Limit > 0 {
-		l := int64(f.Limit)
-		limit = &l
-	}
-	rows, err := db.Query(ctx, o.q.dlqList, f.AggregateType, f.AggregateID, f.EventType,
-		sinceOrMin(f.Since), f.AfterSeq, limit)
+// deadLetters lists the dead letters f selects with seq at most maxSeq (0:
+// any).
+func (o *Ops) deadLetters(ctx context.Context, db querier, f Filter, maxSeq int64) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, o.q.dlqList, f.args(maxSeq)...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +149,7 @@ func (o *Ops) deadLetters(ctx context.Context, db querier, f Filter) ([]DeadLett
 		var d DeadLetter
 		var aggType, aggID, eventType *string
 		err := row.Scan(&d.Seq, &d.ID, &aggType, &aggID, &eventType, &d.Topic, &d.CreatedAt,
-			&d.DeadAt, &d.Attempts, &d.LastError, &d.Waiting)
+			&d.DeadAt, &d.Attempts, &d.LastError, &d.ErrorClass, &d.Group, &d.Waiting)
 		d.AggregateType, d.AggregateID, d.EventType = deref(aggType), deref(aggID), deref(eventType)
 		return d, err
 	})
@@ -164,7 +172,7 @@ func (o *Ops) DeadLetter(ctx context.Context, id uuid.UUID) (DeadLetterDetail, e
 		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, err)
+		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, o.dbErr(err))
 	}
 	d := DeadLetterDetail{Record: rec}
 	b := &pgx.Batch{}
@@ -191,9 +199,24 @@ func (o *Ops) DeadLetter(ctx context.Context, id uuid.UUID) (DeadLetterDetail, e
 		return err
 	})
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
-		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, err)
+		return DeadLetterDetail{}, fmt.Errorf("ops: show %s: %w", id, o.dbErr(err))
 	}
 	return d, nil
+}
+
+// DeadLetterBySeq is [Ops.DeadLetter] for the message with seq, the
+// number "outbox dlq list" prints first. The error wraps [ErrNotFound]
+// when there is no such message.
+func (o *Ops) DeadLetterBySeq(ctx context.Context, seq int64) (DeadLetterDetail, error) {
+	var id uuid.UUID
+	err := o.pool.QueryRow(ctx, o.q.dlqSeq, seq).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetterDetail{}, fmt.Errorf("ops: show seq %d: %w", seq, ErrNotFound)
+	}
+	if err != nil {
+		return DeadLetterDetail{}, fmt.Errorf("ops: show seq %d: %w", seq, o.dbErr(err))
+	}
+	return o.DeadLetter(ctx, id)
 }
 
 // auditShowLimit bounds the audit entries DeadLetter returns.
@@ -207,11 +230,11 @@ func (o *Ops) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	}
 	rows, err := o.pool.Query(ctx, o.q.auditForMessage, nil, limit)
 	if err != nil {
-		return nil, fmt.Errorf("ops: audit: %w", err)
+		return nil, fmt.Errorf("ops: audit: %w", o.dbErr(err))
 	}
 	entries, err := pgx.CollectRows(rows, scanAudit)
 	if err != nil {
-		return nil, fmt.Errorf("ops: audit: %w", err)
+		return nil, fmt.Errorf("ops: audit: %w", o.dbErr(err))
 	}
 	return entries, nil
 }
@@ -236,30 +259,86 @@ type Request struct {
 	// IDs are the messages, by event id. Every one must be a dead letter,
 	// or nothing is changed.
 	IDs []uuid.UUID
-	// Filter selects the messages when IDs is empty ([Ops.Replay] only):
-	// those that are dead letters when the operation runs.
+	// Filter selects the messages when IDs is empty: those that are dead
+	// letters when the operation reaches them, up to the newest message
+	// when it starts. For [Ops.Discard] it must narrow the selection
+	// (Filter.All is not enough).
 	Filter *Filter
+	// BatchSize is the most messages a change by Filter makes in one
+	// transaction. Each batch commits with its own audit entry, so that a
+	// large group holds no long transaction, and what was done stays done
+	// if the operation stops. Defaults to [DefaultDeadLetterBatchSize].
+	BatchSize int
+	// Rate bounds, on average, how many messages per second a change
+	// by Filter makes, so that replaying or discarding a large group loads
+	// neither the database nor the relay (which publishes what was
+	// replayed) all at once. Defaults to [DefaultDeadLetterRate]; a negative
+	// value sets no bound.
+	Rate float64
+	// OnBatch, if set, is called after each batch of a change by Filter
+	// committed, with what that batch changed.
+	OnBatch func(Result)
+}
+
+// Defaults of Request.
+const (
+	DefaultDeadLetterBatchSize = 500
+	DefaultDeadLetterRate      = 1000
+)
+
+func (r Request) withDefaults() Request {
+	r.Actor = actorOr(r.Actor)
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultDeadLetterBatchSize
+	}
+	if r.Rate == 0 {
+		r.Rate = DefaultDeadLetterRate
+	}
+	return r
 }
 
 // Result is what an operation changed.
 type Result struct {
-	// AuditID is the id of its audit entry.
+	// AuditID is the id of its audit entry: the first one, when it
+	// committed several batches.
 	AuditID int64
-	// At is when it was committed, by the database clock.
+	// AuditIDs are the ids of its audit entries, one per transaction, in
+	// order.
+	AuditIDs []int64
+	// At is when it (its last batch) was committed, by the database clock.
 	At time.Time
 	// IDs are the messages changed, in Seq order.
 	IDs []uuid.UUID
 }
 
+// add appends batch b to r.
+func (r *Result) add(b Result) {
+	if r.AuditID == 0 {
+		r.AuditID = b.AuditID
+	}
+	r.AuditIDs = append(r.AuditIDs, b.AuditIDs...)
+	r.At = b.At
+	r.IDs = append(r.IDs, b.IDs...)
+}
+
 // Replay gives dead letters another chance: each goes back to PENDING with
 // its attempts reset to 0, due at once, which unblocks its aggregate; the
 // relay then publishes it, and the messages of its aggregate behind it, in
-// order (within its poll interval). The change and its audit entry commit
-// in one transaction.
+// order (within its poll interval).
 //
 // With IDs, every id must be a dead letter: otherwise nothing changes and
 // the error wraps [ErrNotFound] or [ErrNotDeadLetter] and names the ids.
-// With a Filter, the dead letters it selects are replayed (possibly none).
+// The change and its audit entry commit in one transaction.
+//
+// With a Filter (a group: Filter.Group), the dead letters it selects are
+// replayed, possibly none, in seq order, in batches of Request.BatchSize
+// that each commit with their audit entry, at most Request.Rate
+// messages per second. Per-aggregate order holds across batches: the relay
+// publishes only the first unsent message of an aggregate, so the messages
+// behind a replayed one wait until it is sent, and a replayed one behind a
+// dead letter not (yet) replayed waits for that one. If a batch fails or
+// ctx ends, the batches committed stay: the Result returned with the error
+// says what they changed.
 func (o *Ops) Replay(ctx context.Context, req Request) (Result, error) {
 	return o.change(ctx, ActionReplay, o.q.replay, req)
 }
@@ -267,87 +346,188 @@ func (o *Ops) Replay(ctx context.Context, req Request) (Result, error) {
 // Discard gives up on dead letters: each becomes DISCARDED, which is
 // terminal and kept (until retention removes it, see
 // CleanupConfig.IncludeDiscarded), and unblocks its aggregate: the relay
-// publishes the messages behind it. Reason is required. Every id must be a
-// dead letter: otherwise nothing changes and the error wraps [ErrNotFound]
-// or [ErrNotDeadLetter]. The change and its audit entry commit in one
-// transaction.
+// publishes the messages behind it. Reason is required. With IDs, every id
+// must be a dead letter: otherwise nothing changes and the error wraps
+// [ErrNotFound] or [ErrNotDeadLetter]; the change and its audit entry
+// commit in one transaction. A Filter must narrow the selection (a group,
+// an event type, ...); its dead letters are discarded in batches as by
+// [Ops.Replay].
 func (o *Ops) Discard(ctx context.Context, req Request) (Result, error) {
 	if strings.TrimSpace(req.Reason) == "" {
 		return Result{}, fmt.Errorf("ops: discard: %w", ErrReasonRequired)
 	}
-	if len(req.IDs) == 0 {
-		return Result{}, fmt.Errorf("ops: discard: %w: give the ids of the dead letters", ErrEmptySelection)
+	if len(req.IDs) == 0 && (req.Filter == nil || !req.Filter.narrows()) {
+		return Result{}, fmt.Errorf("ops: discard: %w: give the ids of the dead letters, or a filter such as a group", ErrEmptySelection)
 	}
-	req.Filter = nil
 	return o.change(ctx, ActionDiscard, o.q.discard, req)
 }
 
-// change runs replay.sql or discard.sql on the selected dead letters and
-// records the audit entry, in one transaction.
+// change runs replay.sql or discard.sql on the dead letters req selects,
+// with the audit entries.
 func (o *Ops) change(ctx context.Context, action, sql string, req Request) (Result, error) {
-	req.Actor = actorOr(req.Actor)
-	var filterJSON []byte
+	req = req.withDefaults()
+	var (
+		res Result
+		err error
+	)
 	switch {
+	case req.BatchSize < 1:
+		return Result{}, fmt.Errorf("ops: %s: %w: BatchSize %d must be at least 1", action, ErrInvalidConfig, req.BatchSize)
 	case len(req.IDs) > 0:
+		res, err = o.changeIDs(ctx, action, sql, req)
 	case req.Filter != nil && (req.Filter.narrows() || req.Filter.All):
-		var err error
-		if filterJSON, err = json.Marshal(req.Filter); err != nil {
-			return Result{}, fmt.Errorf("ops: %s: %w", action, err)
-		}
+		res, err = o.changeFiltered(ctx, action, sql, req)
 	case req.Filter != nil:
 		return Result{}, fmt.Errorf("ops: %s: %w: the filter narrows nothing; set Filter.All to select every dead letter", action, ErrEmptySelection)
 	default:
 		return Result{}, fmt.Errorf("ops: %s: %w", action, ErrEmptySelection)
 	}
+	attrs := []any{slog.String("actor", req.Actor), slog.String("reason", req.Reason),
+		slog.Int("messages", len(res.IDs)), slog.Any("audit_ids", res.AuditIDs)}
+	if req.Filter != nil && len(req.IDs) == 0 {
+		filter, _ := json.Marshal(req.Filter)
+		attrs = append(attrs, slog.String("filter", string(filter)))
+	} else {
+		attrs = append(attrs, slog.Any("message_ids", res.IDs))
+	}
+	if err != nil {
+		err = o.dbErr(err)
+		if len(res.IDs) > 0 {
+			o.log.Warn("dead letters "+action+"ed in part", append(attrs, slog.Any("error", err))...)
+		}
+		return res, fmt.Errorf("ops: %s: %w", action, err)
+	}
+	o.log.Info("dead letters "+action+"ed", attrs...)
+	return res, nil
+}
 
+// changeIDs changes the dead letters named by req.IDs, all or none, in one
+// transaction with its audit entry.
+func (o *Ops) changeIDs(ctx context.Context, action, sql string, req Request) (Result, error) {
 	var res Result
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		var seqs []int64
-		if len(req.IDs) > 0 {
-			var err error
-			if seqs, err = o.deadLetterSeqs(ctx, tx, req.IDs); err != nil {
-				return err
-			}
-		} else {
-			list, err := o.deadLetters(ctx, tx, *req.Filter)
-			if err != nil {
-				return err
-			}
-			for _, d := range list {
-				seqs = append(seqs, d.Seq)
-			}
-		}
-		type changed struct {
-			Seq int64
-			ID  uuid.UUID
-		}
-		rows, err := tx.Query(ctx, sql, seqs)
+		seqs, err := o.deadLetterSeqs(ctx, tx, req.IDs)
 		if err != nil {
 			return err
 		}
-		done, err := pgx.CollectRows(rows, pgx.RowToStructByPos[changed])
-		if err != nil {
+		if res, err = o.apply(ctx, tx, action, sql, seqs, req, nil); err != nil {
 			return err
 		}
-		if len(req.IDs) > 0 && len(done) != len(seqs) {
+		if len(res.IDs) != len(seqs) {
 			// Changed by someone else between the check and the update.
 			return fmt.Errorf("%w: %d of the %d messages changed status meanwhile; nothing was changed",
-				ErrNotDeadLetter, len(seqs)-len(done), len(seqs))
+				ErrNotDeadLetter, len(seqs)-len(res.IDs), len(seqs))
 		}
-		slices.SortFunc(done, func(a, b changed) int { return cmp.Compare(a.Seq, b.Seq) })
-		res.IDs = make([]uuid.UUID, len(done))
-		for i, c := range done {
-			res.IDs[i] = c.ID
-		}
-		return tx.QueryRow(ctx, o.q.auditInsert, req.Actor, action, req.Reason, uuidArray(res.IDs), jsonArg(filterJSON), int64(len(done))).
-			Scan(&res.AuditID, &res.At)
+		return nil
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("ops: %s: %w", action, err)
+		return Result{}, err
 	}
-	o.log.Info("dead letters "+action+"ed", slog.String("actor", req.Actor), slog.String("reason", req.Reason),
-		slog.Int("messages", len(res.IDs)), slog.Int64("audit_id", res.AuditID), slog.Any("message_ids", res.IDs))
 	return res, nil
+}
+
+// changeFiltered changes the dead letters req.Filter selects, up to the
+// newest message now, in batches of req.BatchSize in seq order, each in a
+// transaction with its audit entry, paced to req.Rate. It returns
+// what the committed batches changed, also with an error.
+func (o *Ops) changeFiltered(ctx context.Context, action, sql string, req Request) (Result, error) {
+	filterJSON, err := json.Marshal(req.Filter)
+	if err != nil {
+		return Result{}, err
+	}
+	var maxSeq int64
+	if err := o.pool.QueryRow(ctx, o.q.dlqMaxSeq).Scan(&maxSeq); err != nil {
+		return Result{}, err
+	}
+	f := *req.Filter
+	remaining := f.Limit // 0: no limit
+	var pace *pacer
+	if req.Rate > 0 {
+		pace = newPacer(req.Rate)
+	}
+	var res Result
+	for first := true; ; first = false {
+		f.Limit = req.BatchSize
+		if remaining > 0 {
+			f.Limit = min(f.Limit, remaining)
+		}
+		if pace != nil {
+			if err := pace.wait(ctx, f.Limit); err != nil {
+				return res, fmt.Errorf("stopped after %d message(s): %w", len(res.IDs), err)
+			}
+		}
+		b, last, n, err := o.changeBatch(ctx, action, sql, req, f, maxSeq, filterJSON, first)
+		if err != nil {
+			return res, fmt.Errorf("stopped after %d message(s): %w", len(res.IDs), err)
+		}
+		res.add(b)
+		if req.OnBatch != nil && b.AuditID != 0 {
+			req.OnBatch(b)
+		}
+		if remaining > 0 {
+			if remaining -= n; remaining <= 0 {
+				return res, nil
+			}
+		}
+		if n < f.Limit {
+			return res, nil
+		}
+		f.AfterSeq = last
+	}
+}
+
+// changeBatch changes the dead letters f selects (up to maxSeq) in one
+// transaction with its audit entry. It returns what it changed, the last
+// seq it selected and how many it selected. Only the first batch records an
+// audit entry when it selects nothing.
+func (o *Ops) changeBatch(ctx context.Context, action, sql string, req Request, f Filter, maxSeq int64,
+	filterJSON []byte, first bool) (b Result, last int64, n int, err error) {
+	err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		list, err := o.deadLetters(ctx, tx, f, maxSeq)
+		if err != nil {
+			return err
+		}
+		n = len(list)
+		if n == 0 && !first {
+			return nil
+		}
+		seqs := make([]int64, n)
+		for i, d := range list {
+			seqs[i] = d.Seq
+		}
+		if n > 0 {
+			last = seqs[n-1]
+		}
+		b, err = o.apply(ctx, tx, action, sql, seqs, req, filterJSON)
+		return err
+	})
+	return b, last, n, err
+}
+
+// apply runs replay.sql or discard.sql on seqs in tx and records the audit
+// entry there. The statement changes only those still DEAD_LETTER.
+func (o *Ops) apply(ctx context.Context, tx pgx.Tx, action, sql string, seqs []int64, req Request, filterJSON []byte) (Result, error) {
+	type changed struct {
+		Seq int64
+		ID  uuid.UUID
+	}
+	rows, err := tx.Query(ctx, sql, seqs)
+	if err != nil {
+		return Result{}, err
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowToStructByPos[changed])
+	if err != nil {
+		return Result{}, err
+	}
+	slices.SortFunc(done, func(a, b changed) int { return cmp.Compare(a.Seq, b.Seq) })
+	res := Result{IDs: make([]uuid.UUID, len(done))}
+	for i, c := range done {
+		res.IDs[i] = c.ID
+	}
+	err = tx.QueryRow(ctx, o.q.auditInsert, req.Actor, action, req.Reason, uuidArray(res.IDs), jsonArg(filterJSON), int64(len(done))).
+		Scan(&res.AuditID, &res.At)
+	res.AuditIDs = []int64{res.AuditID}
+	return res, err
 }
 
 // deadLetterSeqs returns the seqs of ids, which must all be dead letters.

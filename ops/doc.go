@@ -18,24 +18,31 @@
 // sent in the last minute, and in cursor mode the cursor's state. Every
 // figure comes from a partial index or from the unsent rows, so a scrape
 // costs in proportion to the backlog, not to the table; the SENT count is
-// PostgreSQL's estimate unless Config.ExactSentCount. [StatsCache] shares
-// one snapshot among any number of readers (metrics scrapes, status page
-// views), so that together they read at most once per interval.
+// PostgreSQL's estimate, except on a small table (below
+// Config.ExactCountBelow rows, 100,000 by default), where it is counted,
+// and with Config.ExactSentCount. [StatsCache] shares one snapshot among
+// any number of readers (metrics scrapes, status page views), so that
+// together they read at most once per interval.
 //
 // # Dead letters
 //
 // A dead letter blocks the later messages of its aggregate (the relay keeps
-// per-aggregate order). [Ops.DeadLetters] lists them, [Ops.DeadLetter] shows
-// one with its payload, headers and every attempt's error, and then:
+// per-aggregate order). [Ops.DeadLetterGroups] groups them by cause (error
+// class, topic, event type: an incident is usually one group),
+// [Ops.DeadLetters] lists them, [Ops.DeadLetter] shows one with its payload,
+// headers and every attempt's error, and then:
 //
 //   - [Ops.Replay] puts them back to PENDING with their attempts reset; the
 //     relay publishes them and the messages behind them, in order.
 //   - [Ops.Discard] gives up on them: they become DISCARDED (kept, with the
 //     reason in the audit log) and their aggregates flow again.
 //
-// Both change either every message they are given or none, and record who,
-// when, why and which messages in the audit log ([Ops.Audit]) in the same
-// transaction.
+// By id, both change either every message they are given or none, and
+// record who, when, why and which messages in the audit log ([Ops.Audit])
+// in the same transaction. By group (Filter.Group) or filter they work
+// through the selection in batches, each a transaction with its audit
+// entry, at a bounded rate (Request.BatchSize, Request.Rate), and
+// keep each aggregate's order across batches.
 //
 // # Republishing sent events
 //

@@ -73,6 +73,32 @@ func ExampleOps_Replay() {
 	}
 }
 
+// Find the cause of an incident, fix it, and replay the whole group of
+// dead letters it left, in batches and at a bounded rate.
+func ExampleOps_DeadLetterGroups() {
+	ctx := context.Background()
+	var o *ops.Ops // from ops.New
+	groups, err := o.DeadLetterGroups(ctx, ops.Filter{Since: time.Now().Add(-24 * time.Hour)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, g := range groups {
+		fmt.Printf("%s %6d %-30s %-10s %s\n", g.Key, g.Count, g.ErrorClass, g.Topic, g.EventType)
+	}
+	// The largest group is MESSAGE_TOO_LARGE on orders: once the topic's
+	// max.message.bytes is raised, replay it.
+	res, err := o.Replay(ctx, ops.Request{
+		Reason:    "max.message.bytes of orders raised to 4 MB",
+		Filter:    &ops.Filter{Group: groups[0].Key},
+		BatchSize: 500,
+		Rate:      2000,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("replayed", len(res.IDs), "messages in", len(res.AuditIDs), "transactions")
+}
+
 // Re-publish a week of Order events so that a new consumer can build its
 // state; run it again with the same name to continue after a crash.
 func ExampleOps_Republish() {

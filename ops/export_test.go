@@ -22,7 +22,9 @@ func (o *Ops) QueriesForExplain(position int64) map[string]struct {
 		"stats_head":                 {o.q.statsHead, nil},
 		"stats_blocked":              {o.q.statsBlocked, []any{10}},
 		"stats_failing":              {o.q.statsFailing, []any{10}},
-		"dlq_list":                   {o.q.dlqList, []any{"", "", "", sinceOrMin(zeroTime), int64(0), nil}},
+		"dlq_list":                   {o.q.dlqList, Filter{}.args(0)},
+		"dlq_list_group":             {o.q.dlqList, Filter{Group: "0123abcd", Limit: 500}.args(1 << 40)},
+		"dlq_groups":                 {o.q.dlqGroups, Filter{}.args(0)},
 		"cleanup_sent":               {o.q.cleanupSent, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
 		"cleanup_discarded":          {o.q.cleanupDiscarded, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
 		"republish_batch":            {o.q.republishBatch, []any{int64(100), int64(200), sinceOrMin(zeroTime), "", "", 100}},
@@ -51,3 +53,6 @@ func (o *Ops) AgeCursorSamples(d time.Duration) {
 		cs.samples[i].local = cs.samples[i].local.Add(-d)
 	}
 }
+
+// KafkaCodePattern exposes the pattern that finds Kafka error codes.
+func KafkaCodePattern() string { return kafkaCodePattern }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -60,15 +62,28 @@ type Config struct {
 	Top int
 	// ExactSentCount makes [Ops.Stats] count the SENT messages, which
 	// costs in proportion to the SENT history, instead of reading
-	// PostgreSQL's estimate. Defaults to false.
+	// PostgreSQL's estimate, however large the table. Defaults to false.
 	ExactSentCount bool
+	// ExactCountBelow makes [Ops.Stats] count the SENT messages exactly,
+	// rather than read PostgreSQL's estimate, while the table holds fewer
+	// rows than this as far as PostgreSQL's statistics know: counting a
+	// small table costs little, and a new outbox's estimate (0 until
+	// autovacuum first counts it) would be wrong. Defaults to
+	// [DefaultExactCountBelow]; a negative value always estimates (unless
+	// ExactSentCount).
+	ExactCountBelow int64
 	// Logger receives a line per operation that changes messages.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultTop is the default of Config.Top.
-const DefaultTop = 10
+// Defaults of Config.
+const (
+	// DefaultTop is the default of Config.Top.
+	DefaultTop = 10
+	// DefaultExactCountBelow is the default of Config.ExactCountBelow.
+	DefaultExactCountBelow = 100_000
+)
 
 func (c Config) withDefaults() Config {
 	if c.Schema == "" {
@@ -76,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Top == 0 {
 		c.Top = DefaultTop
+	}
+	if c.ExactCountBelow == 0 {
+		c.ExactCountBelow = DefaultExactCountBelow
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -104,6 +122,8 @@ type queries struct {
 
 	dlqList, dlqAttempts, dlqExtra, auditForMessage, auditInsert, replay, discard, selectByIDs string
 
+	dlqGroups, dlqSeq, dlqMaxSeq string
+
 	cleanupSent, cleanupDiscarded, cleanupQueued, cleanupCutoff string
 
 	cursorGet, cursorCreate, cursorDelete, cursorAdvance, republishBatch string
@@ -118,7 +138,8 @@ var queryFiles embed.FS
 
 // New returns the tools for the outbox in cfg.Schema on pool. It does not
 // touch the database; the tables must have been migrated (pgstore's
-// Migrate, or "outbox migrate"). A bad cfg gives an error wrapping
+// Migrate, or "outbox migrate"): until then the methods' errors wrap
+// pgstore.ErrNotMigrated and say so. A bad cfg gives an error wrapping
 // [ErrInvalidConfig] that names the field.
 func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 	if pool == nil {
@@ -133,10 +154,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	o := &Ops{pool: pool, store: st, cfg: cfg, log: cfg.Logger}
-	render := strings.NewReplacer(
-		"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
-		"{{record_columns}}", pgstore.RecordColumns,
-	)
+	deadLetters, err := queryFiles.ReadFile("queries/dead_letters.sql")
+	if err != nil {
+		return nil, fmt.Errorf("ops: read embedded dead_letters.sql: %w", err)
+	}
+	render := func(sql string) string {
+		sql = strings.ReplaceAll(sql, "{{dead_letters}}", string(deadLetters))
+		return strings.NewReplacer(
+			"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
+			"{{record_columns}}", pgstore.RecordColumns,
+			// Both are rendered inside string literals; neither holds a
+			// quote (TestKafkaCodePattern_NamesEveryCode, sink's tests).
+			"{{permanent}}", sink.ErrPermanent.Error(),
+			"{{kafka_code}}", kafkaCodePattern,
+		).Replace(sql)
+	}
 	for _, f := range []struct {
 		dst  *string
 		file string
@@ -161,6 +193,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.replay, "replay.sql"},
 		{&o.q.discard, "discard.sql"},
 		{&o.q.selectByIDs, "select_by_ids.sql"},
+		{&o.q.dlqGroups, "dlq_groups.sql"},
+		{&o.q.dlqSeq, "dlq_seq.sql"},
+		{&o.q.dlqMaxSeq, "dlq_max_seq.sql"},
 		{&o.q.cleanupSent, "cleanup_sent.sql"},
 		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
 		{&o.q.cleanupQueued, "cleanup_queued.sql"},
@@ -179,13 +214,23 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ops: read embedded %s: %w", f.file, err)
 		}
-		*f.dst = render.Replace(string(b))
+		*f.dst = render(string(b))
 	}
 	return o, nil
 }
 
 // Schema returns the schema the tools work on (after defaults).
 func (o *Ops) Schema() string { return o.store.Schema() }
+
+// CheckMigrated reports whether the outbox tables are in the schema, with
+// one cheap query: nil, an error wrapping pgstore.ErrNotMigrated that names
+// the schema and the fix, or the database's error. It is the relay's
+// readiness check ("outbox" in /readyz).
+func (o *Ops) CheckMigrated(ctx context.Context) error { return o.store.CheckMigrated(ctx) }
+
+// dbErr is err, or, when it says that the outbox tables are missing, an
+// error wrapping pgstore.ErrNotMigrated that says how to fix it.
+func (o *Ops) dbErr(err error) error { return pgstore.NotMigrated(o.Schema(), err) }
 
 // DefaultActor names the person or program running an operation for the
 // audit log: $USER (or the OS account) @ the host name, such as

@@ -126,7 +126,7 @@ func (o *Ops) MaintainPartitions(ctx context.Context, cfg PartitionConfig) (Part
 	}
 	created, err := o.store.EnsurePartitions(ctx, cfg.Ahead)
 	if err != nil {
-		return res, fmt.Errorf("ops: partitions: %w", err)
+		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
 	}
 	res.Created = created
 	for _, name := range created {
@@ -136,15 +136,15 @@ func (o *Ops) MaintainPartitions(ctx context.Context, cfg PartitionConfig) (Part
 		return res, nil
 	}
 	if err := o.pool.QueryRow(ctx, o.q.cleanupCutoff, cfg.OlderThan.Milliseconds()).Scan(&res.Cutoff); err != nil {
-		return res, fmt.Errorf("ops: partitions: %w", err)
+		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
 	}
 	ps, err := o.store.Partitions(ctx)
 	if err != nil {
-		return res, fmt.Errorf("ops: partitions: %w", err)
+		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
 	}
 	position, err := o.cursorPosition(ctx)
 	if err != nil {
-		return res, fmt.Errorf("ops: partitions: %w", err)
+		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
 	}
 	var runErr error
 	for _, p := range ps {
@@ -185,7 +185,7 @@ func (o *Ops) MaintainPartitions(ctx context.Context, cfg PartitionConfig) (Part
 		}
 	}
 	if runErr != nil {
-		return res, fmt.Errorf("ops: partitions: %w", runErr)
+		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(runErr))
 	}
 	return res, nil
 }

@@ -149,7 +149,7 @@ func (o *Ops) Republish(ctx context.Context, cfg RepublishConfig, snk sink.Sink)
 	}
 	cur, err := o.openCursor(ctx, cfg)
 	if err != nil {
-		return RepublishProgress{}, fmt.Errorf("ops: republish %s: %w", cfg.Name, err)
+		return RepublishProgress{}, fmt.Errorf("ops: republish %s: %w", cfg.Name, o.dbErr(err))
 	}
 	p := RepublishProgress{Name: cur.Name, LastSeq: cur.LastSeq, UntilSeq: cur.UntilSeq,
 		Published: cur.Published, Finished: cur.FinishedAt != nil}
@@ -167,7 +167,7 @@ func (o *Ops) Republish(ctx context.Context, cfg RepublishConfig, snk sink.Sink)
 	}
 	if runErr != nil {
 		log.Warn("republish stopped", slog.Int64("last_seq", p.LastSeq), slog.Int64("published", p.ThisRun), slog.Any("error", runErr))
-		return p, fmt.Errorf("ops: republish %s: %w", cfg.Name, runErr)
+		return p, fmt.Errorf("ops: republish %s: %w", cfg.Name, o.dbErr(runErr))
 	}
 	log.Info("republish finished", slog.Int64("published", p.ThisRun), slog.Int64("published_total", p.Published))
 	return p, nil

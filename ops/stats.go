@@ -15,7 +15,8 @@ import (
 // Prometheus scrape or status page view: each figure comes from a partial
 // index or from the few unsent rows (in cursor mode, a range scan of the
 // primary key above the cursor's position), never from a scan of the SENT
-// history (unless Config.ExactSentCount).
+// history (unless the table is small, below Config.ExactCountBelow rows, or
+// Config.ExactSentCount).
 //
 // In cursor mode (pgstore's EnableCursor) a message is stored as QUEUED and
 // counts as SENT once the cursor's saved position passed it and as PENDING
@@ -25,8 +26,8 @@ type Stats struct {
 	At time.Time
 	// Counts are the messages per status, with every status in
 	// [Statuses] present (0 when none). All are exact except SENT, which
-	// is PostgreSQL's estimate unless Config.ExactSentCount (see
-	// SentEstimated). PENDING includes the unsent QUEUED messages
+	// is PostgreSQL's estimate when the table holds Config.ExactCountBelow
+	// rows or more, unless Config.ExactSentCount (see SentEstimated). PENDING includes the unsent QUEUED messages
 	// (Cursor.LagMessages), SENT the QUEUED ones the cursor passed
 	// (CursorSent).
 	Counts map[outbox.Status]int64
@@ -129,10 +130,10 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		s.Counts[StatusDiscarded] = n
 		return err
 	})
-	var sentEstimate, queuedEstimate int64 = -1, -1
+	var sentEstimate, queuedEstimate, tableRows int64 = -1, -1, 0
 	if !o.cfg.ExactSentCount {
 		b.Queue(o.q.statsSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&sentEstimate)
+			return row.Scan(&sentEstimate, &tableRows)
 		})
 		b.Queue(o.q.statsCursorSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&queuedEstimate)
@@ -169,10 +170,14 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	})
 	o.queueTopics(b, &s)
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	if tableRows < o.cfg.ExactCountBelow {
+		// A small table: count rather than estimate.
+		sentEstimate, queuedEstimate = -1, -1
 	}
 	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStatsMore(b, &s, sentEstimate, queuedEstimate) }); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
 	}
 	o.addCursor(&s, queuedEstimate)
 	if oldest != nil && (s.OldestUnsentAt.IsZero() || oldest.Before(s.OldestUnsentAt)) {
@@ -186,7 +191,7 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 
 // queueStatsMore queues what Stats reads after its first round trip: the
 // SENT count when sentEstimate is unknown (-1: the index was never vacuumed
-// or analyzed, and a fresh or small outbox is cheap to count), and in
+// or analyzed, or the table is small enough to count), and in
 // cursor mode the cursor's lag, the messages it passed since an earlier
 // Stats (its throughput), and those it passed in all when queuedEstimate
 // (the QUEUED rows as the statistics know them) is unknown; addCursor

@@ -82,7 +82,7 @@ func seedStates(t *testing.T, b *bundle) (m map[string]outbox.Message) {
 
 func TestStats_SeededStates(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupWith(t, ops.Config{ExactCountBelow: -1}) // estimate SENT, however small the table
 	m := seedStates(t, b)
 	b.exec(t, "ANALYZE {{schema}}.outbox_messages") // the SENT estimate
 	s, err := b.ops.Stats(testCtx(t))
@@ -97,7 +97,7 @@ func TestStats_SeededStates(t *testing.T) {
 		t.Errorf("Counts = %v, want %v", s.Counts, want)
 	}
 	if !s.SentEstimated {
-		t.Error("SentEstimated = false, want true (default)")
+		t.Error("SentEstimated = false, want true")
 	}
 	if s.OldestUnsentAge < time.Hour || s.OldestUnsentAge > time.Hour+time.Minute {
 		t.Errorf("OldestUnsentAge = %s, want about 1h", s.OldestUnsentAge)
@@ -130,6 +130,41 @@ func TestStats_ExactSentCountCountsWithoutStatistics(t *testing.T) {
 	}
 	if s.Counts[outbox.StatusSent] != 5 || s.SentEstimated {
 		t.Errorf("SENT = %d (estimated %v), want exactly 5", s.Counts[outbox.StatusSent], s.SentEstimated)
+	}
+}
+
+// A small table's SENT messages are counted: a new outbox, whose statistics
+// were taken when it was empty, shows what it sent, not the estimate of 0.
+// Above Config.ExactCountBelow rows the estimate is read.
+func TestStats_SmallTableCountsSentExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, "ANALYZE {{schema}}.outbox_messages") // statistics of the empty table: 0 rows
+	ms := nMsgs(4, "Order", "OrderPlaced")
+	b.enqueue(t, ms...)
+	b.send(t, msgIDs(ms)...)
+	s, err := b.ops.Stats(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Counts[outbox.StatusSent] != 4 || s.SentEstimated {
+		t.Errorf("SENT = %d (estimated %v), want exactly 4", s.Counts[outbox.StatusSent], s.SentEstimated)
+	}
+
+	// Past the threshold, by the statistics: the estimate.
+	more := nMsgs(16, "Order", "OrderPlaced")
+	b.enqueue(t, more...)
+	b.send(t, msgIDs(more)...)
+	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	large, err := ops.New(b.pool, ops.Config{Schema: b.schema, ExactCountBelow: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = large.Stats(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.SentEstimated || s.Counts[outbox.StatusSent] != 20 {
+		t.Errorf("SENT = %d (estimated %v), want the estimate of 20", s.Counts[outbox.StatusSent], s.SentEstimated)
 	}
 }
 

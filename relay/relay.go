@@ -27,6 +27,11 @@
 //     looping.
 //   - No database transaction is held open while waiting for the broker:
 //     claim and mark are separate short statements.
+//   - A missing store (its tables not created, or the wrong schema: an
+//     error wrapping store.ErrNotMigrated) costs no event: the relay logs
+//     the error, which says how to fix it, when it begins and then every
+//     30 seconds, retries every few seconds, and goes on, with a log line,
+//     once the tables exist.
 //
 // # Lifecycle
 //
@@ -51,6 +56,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/internal/failpoint"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
@@ -71,6 +77,8 @@ type Relay struct {
 	// slow counts the publishes that have waited for acks longer than
 	// Config.SlowPublish: while there are any, every worker claims.
 	slow atomic.Int64
+	// notMigrated holds while claims fail for missing tables.
+	notMigrated condlog.Condition
 
 	mu       sync.Mutex
 	started  bool
@@ -305,7 +313,7 @@ func (r *Relay) work(poller bool) {
 			b, err = r.claim()
 			if err != nil {
 				dbBackoff = min(max(2*dbBackoff, 100*time.Millisecond), 5*time.Second)
-				r.log.Warn("claim failed", slog.Any("error", err), slog.Duration("retry_in", dbBackoff))
+				r.claimFailed(err, dbBackoff)
 				if !r.sleep(dbBackoff) {
 					return
 				}
@@ -313,6 +321,7 @@ func (r *Relay) work(poller bool) {
 			}
 		}
 		dbBackoff = 0
+		r.claimWorked()
 		if len(b.claim.Records) > 0 {
 			quietSince, quietPoll = time.Time{}, 0
 			if !registeredUntil.IsZero() {
@@ -440,6 +449,26 @@ func (r *Relay) claim() (*batch, error) {
 	b.claim = c
 	r.claimed(c)
 	return b, nil
+}
+
+// claimFailed logs a failed claim. Missing tables are logged as an error
+// when they are first seen and then at most every 30 seconds (whichever
+// worker sees them), not at every retry.
+func (r *Relay) claimFailed(err error, retryIn time.Duration) {
+	if !errors.Is(err, store.ErrNotMigrated) {
+		r.log.Warn("claim failed", slog.Any("error", err), slog.Duration("retry_in", retryIn))
+		return
+	}
+	if r.notMigrated.Holds(time.Now()) {
+		r.log.Error("outbox tables missing; the relay retries until they exist", slog.Any("error", err))
+	}
+}
+
+// claimWorked logs, once, that claims work again after missing tables.
+func (r *Relay) claimWorked() {
+	if lasted, ended := r.notMigrated.Ended(time.Now()); ended {
+		r.log.Info("outbox tables found; the relay goes on", slog.Duration("waited", lasted.Round(time.Second)))
+	}
 }
 
 func (r *Relay) claimParams() store.ClaimParams {

@@ -1,9 +1,11 @@
 // Package statuspage serves a small HTML page for operators: the outbox's
 // counts by status, the age of the oldest unsent message, throughput over
-// the last minutes as a chart, blocked aggregates, the dead letters with
-// their reasons, and the relay mode: in cursor mode the cursor's position,
-// when it was saved, its leader and its lag. It is read-only unless a token is configured; replay and
-// discard then need that token. Mount it on the relay's admin server, which
+// the last minutes as a chart, blocked aggregates, the topics the relays
+// publish to, the dead letters grouped by cause and one by one with their
+// reasons, and the relay mode: in cursor mode the cursor's position, when it
+// was saved, its leader and its lag. It is read-only unless a token is
+// configured; replay and discard, of one dead letter or of a whole group,
+// then need that token. Mount it on the relay's admin server, which
 // binds to loopback by default; when it is bound elsewhere, set
 // RequireTokenToView so that the page needs the token too.
 //
@@ -39,6 +41,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +80,9 @@ type Config struct {
 	// MaxViewRate bounds the views, replays and discards served per
 	// second, in bursts of up to three. Defaults to 2.
 	MaxViewRate float64
+	// Groups is how many groups of dead letters (by cause) the page
+	// lists, the largest first. Defaults to 20.
+	Groups int
 	// Actor names who acts in the audit log. Defaults to "status-page".
 	Actor string
 	// Logger. Defaults to slog.Default().
@@ -159,10 +165,14 @@ func New(cfg Config) (*Page, error) {
 	if cfg.MaxViewRate == 0 {
 		cfg.MaxViewRate = 2
 	}
+	if cfg.Groups == 0 {
+		cfg.Groups = 20
+	}
 	p := &Page{cfg: cfg, mux: http.NewServeMux(), views: rate.NewLimiter(rate.Limit(cfg.MaxViewRate), 3)}
 	p.mux.HandleFunc("GET /{$}", p.view)
 	p.mux.HandleFunc("POST /{$}", p.view) // the token from the page's token form
 	p.mux.HandleFunc("POST /dlq/{id}/{action}", p.act)
+	p.mux.HandleFunc("POST /dlq-groups/{key}/{action}", p.actGroup)
 	return p, nil
 }
 
@@ -297,6 +307,7 @@ type viewData struct {
 	Stats       ops.Stats
 	Statuses    []statusCount
 	DeadLetters []ops.DeadLetter
+	Groups      []ops.DeadLetterGroup
 	Chart       chart
 	Actions     bool
 	Token       string
@@ -338,7 +349,12 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, stats 
 		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	d := viewData{Stats: s, DeadLetters: dls, Message: b.done, Error: b.err}
+	groups, err := p.cfg.Ops.DeadLetterGroups(r.Context(), ops.Filter{Limit: p.cfg.Groups})
+	if err != nil {
+		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	d := viewData{Stats: s, DeadLetters: dls, Groups: groups, Message: b.done, Error: b.err}
 	for _, st := range ops.Statuses {
 		d.Statuses = append(d.Statuses, statusCount{st, s.Counts[st]})
 	}
@@ -391,6 +407,50 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 	p.cfg.Logger.Info("status page action", slog.String("action", r.PathValue("action")), slog.String("message_id", id.String()),
 		slog.Int64("audit_id", res.AuditID))
 	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats, banner{done: r.PathValue("action") + " " + id.String()}, true)
+}
+
+// groupKeyRe is the form of a group's key (ops.DeadLetterGroup.Key).
+var groupKeyRe = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// actGroup replays or discards a whole group of dead letters, in the
+// batches and at the rate of ops' defaults, and answers with the page. It
+// goes on if the browser leaves, so that a large group is not stopped half
+// way.
+func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
+	if auth, err := p.authorized(r); err != nil || !auth {
+		p.refuse(w, err, http.StatusForbidden, "replay and discard need the status page's token")
+		return
+	}
+	if err := parseForm(r); err != nil {
+		p.refuse(w, err, http.StatusBadRequest, "")
+		return
+	}
+	key := r.PathValue("key")
+	if !groupKeyRe.MatchString(key) {
+		http.Error(w, "bad group key", http.StatusBadRequest)
+		return
+	}
+	req := ops.Request{Actor: p.cfg.Actor, Reason: r.PostForm.Get("reason"), Filter: &ops.Filter{Group: key}}
+	ctx := context.WithoutCancel(r.Context())
+	var res ops.Result
+	var err error
+	switch r.PathValue("action") {
+	case "replay":
+		res, err = p.cfg.Ops.Replay(ctx, req)
+	case "discard":
+		res, err = p.cfg.Ops.Discard(ctx, req)
+	default:
+		http.Error(w, "unknown action", http.StatusNotFound)
+		return
+	}
+	p.cfg.Logger.Info("status page group action", slog.String("action", r.PathValue("action")), slog.String("group", key),
+		slog.Int("messages", len(res.IDs)), slog.Any("audit_ids", res.AuditIDs), slog.Any("error", err))
+	if err != nil {
+		p.render(w, r, actionStatus(err), p.cfg.Ops.Stats, banner{err: err.Error()}, true)
+		return
+	}
+	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats,
+		banner{done: fmt.Sprintf("%s group %s: %d message(s)", r.PathValue("action"), key, len(res.IDs))}, true)
 }
 
 // actionStatus is the HTTP status of a failed replay or discard.

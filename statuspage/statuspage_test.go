@@ -396,3 +396,48 @@ func TestStatusPage_ShowsTopics(t *testing.T) {
 		t.Error("the unavailable topic is not listed first")
 	}
 }
+
+// The page lists the dead letters grouped by cause, with the group's
+// actions only for the token; a group's replay needs the token and then
+// replays the whole group, recorded in the audit log.
+func TestStatusPage_GroupActionsNeedTheTokenAndChangeTheGroup(t *testing.T) {
+	t.Parallel()
+	o, id := seed(t)
+	groups, err := o.DeadLetterGroups(context.Background(), ops.Filter{})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups = %+v, %v; want the seeded dead letter's", groups, err)
+	}
+	key := groups[0].Key
+	base := serve(t, statuspage.Config{Ops: o, Token: "s3cret"})
+
+	for token, actions := range map[string]bool{"": false, "s3cret": true} {
+		headers := map[string]string{}
+		if token != "" {
+			headers["Authorization"] = "Bearer " + token
+		}
+		code, page := get(t, base+"/", headers)
+		if code != http.StatusOK || !strings.Contains(page, `data-group="`+key+`"`) || !strings.Contains(page, "MESSAGE_TOO_LARGE") {
+			t.Fatalf("GET / = %d; the page lacks the group %s:\n%s", code, key, page)
+		}
+		if got := strings.Contains(page, "/dlq-groups/"+key+"/replay"); got != actions {
+			t.Errorf("token %q: the page offers the group's replay: %v, want %v", token, got, actions)
+		}
+	}
+
+	replay := func(token string) (int, string) {
+		return post(t, http.DefaultClient, base+"/dlq-groups/"+key+"/replay", url.Values{"token": {token}, "reason": {"limit raised"}}, nil)
+	}
+	if code, _ := replay("wrong"); code != http.StatusForbidden {
+		t.Fatalf("group replay with a wrong token: %d; want 403", code)
+	}
+	assertStatus(t, o, id, outbox.StatusDeadLetter)
+	if code, page := replay("s3cret"); code != http.StatusOK || !strings.Contains(page, "replay group "+key+": 1 message") {
+		t.Fatalf("group replay with the token: %d\n%s", code, page)
+	}
+	assertStatus(t, o, id, outbox.StatusPending)
+	audit, err := o.Audit(context.Background(), 10)
+	if err != nil || len(audit) != 1 || audit[0].Actor != "status-page" || audit[0].Reason != "limit raised" ||
+		!strings.Contains(string(audit[0].Filter), key) {
+		t.Fatalf("audit after the group replay: %+v, %v", audit, err)
+	}
+}

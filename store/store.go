@@ -23,12 +23,21 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
 )
+
+// ErrNotMigrated is wrapped by a store's errors when its tables are not in
+// the database (or not all of them): its migrations have not been run, or
+// the store is configured with the wrong schema. The error's message says
+// how to fix it ("run 'outbox migrate --schema outbox'"). The relay keeps
+// retrying, so that it goes on once the tables exist; test for it with
+// errors.Is.
+var ErrNotMigrated = errors.New("store: tables missing; run the migrations")
 
 // ClaimParams says who claims how much for how long.
 type ClaimParams struct {

@@ -101,10 +101,11 @@ func runApp(ctx context.Context, a *app, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	// A command that ran behind PgBouncer in transaction mode without a
-	// fitting default_query_exec_mode fails with PostgreSQL's words about
-	// a prepared statement; say what to change.
-	err = pgstore.ExplainPoolerError(err)
+	// Missing outbox tables, from any command, are named with the fix; a
+	// command that ran behind PgBouncer in transaction mode without a
+	// fitting default_query_exec_mode fails with PostgreSQL's words about a
+	// prepared statement: say what to change.
+	err = pgstore.ExplainPoolerError(pgstore.NotMigrated(a.schema, err))
 	fmt.Fprintf(stderr, "Error: %s\n", termLines(err.Error())) // errors may quote stored data
 	if isUsageError(err) {
 		if cmd == nil {

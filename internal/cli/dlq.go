@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,9 +20,10 @@ import (
 	"github.com/outbox-dev/outbox/ops"
 )
 
-// --all replays every dead letter: it is taken from the command line only,
-// never from an OUTBOX_ALL variable left set in some environment.
-func init() { noEnv["all"] = true }
+// --all replays every dead letter and --group a whole group: they are taken
+// from the command line only, never from an OUTBOX_ALL or OUTBOX_GROUP
+// variable left set in some environment.
+func init() { noEnv["all"], noEnv["group"] = true, true }
 
 func newDLQCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -32,16 +34,25 @@ func newDLQCommand(a *app) *cobra.Command {
 it for good, or after --max-attempts failed attempts. It then blocks the
 later messages of its aggregate, which the relay keeps in order.
 
-  list      the dead letters, with filters
+  list      the dead letters, with filters; --group: grouped by cause
   show      one message: payload, headers, every attempt's error, its audit
   replay    back to PENDING with attempts reset; the relay publishes it and
             the messages behind it, in order
   discard   give up on it: DISCARDED, kept for audit; the aggregate flows on
 
-replay and discard change every message named or none, and record who
-(--actor), when and why (--reason) in the audit log.`,
-		Example: `  outbox dlq list --aggregate-type Order --since 24h
-  outbox dlq show 0190a1c2-...
+An incident is usually one group: the dead letters with the same error
+class (the broker's error code, such as MESSAGE_TOO_LARGE), topic and event
+type. 'list --group' shows each group's key; 'replay --group KEY' and
+'discard --group KEY' change the whole group, in batches (--batch-size) at
+a bounded rate (--rate), keeping the order of each aggregate.
+
+replay and discard by id change every message named or none; by group or
+filter, each batch commits on its own. Both record who (--actor), when,
+why (--reason) and which messages in the audit log.`,
+		Example: `  outbox dlq list --group
+  outbox dlq replay --group 3f9a2c1b --reason "max.message.bytes raised"
+  outbox dlq list --aggregate-type Order --since 24h
+  outbox dlq show 1042
   outbox dlq replay 0190a1c2-... --reason "topic created"
   outbox dlq replay --event-type OrderPlaced --reason "schema registry fixed"
   outbox dlq discard 0190a1c2-... --reason "order was deleted; event obsolete"`,
@@ -53,20 +64,36 @@ replay and discard change every message named or none, and record who
 
 // dlqFilterFlags are the flags that select dead letters.
 type dlqFilterFlags struct {
-	aggregateType, aggregateID, eventType, since string
-	limit                                        int
+	aggregateType, aggregateID, eventType, errorClass, topic, since string
+	limit                                                           int
+	// group is --group KEY of replay and discard (list's --group groups).
+	group string
 }
 
 func (f *dlqFilterFlags) add(fs *pflag.FlagSet, defaultLimit int) {
 	fs.StringVar(&f.aggregateType, "aggregate-type", "", "only dead letters of this aggregate `type`")
 	fs.StringVar(&f.aggregateID, "aggregate-id", "", "only dead letters of this aggregate `id`")
 	fs.StringVar(&f.eventType, "event-type", "", "only dead letters of this event `type`")
+	fs.StringVar(&f.errorClass, "error-class", "", "only dead letters of this error `class`, as 'list --group' shows it (MESSAGE_TOO_LARGE, \"max attempts: NOT_ENOUGH_REPLICAS\")")
+	fs.StringVar(&f.topic, "topic", "", "only dead letters with this `topic` of their own (not one the relay's routes chose)")
 	fs.StringVar(&f.since, "since", "", "only messages dead-lettered since `time`: RFC 3339, a date (2026-03-01), or an age (24h, 7d)")
 	fs.IntVar(&f.limit, "limit", defaultLimit, "at most this many, oldest first (0: no limit)")
 }
 
+// addGroup adds --group KEY (replay and discard).
+func (f *dlqFilterFlags) addGroup(fs *pflag.FlagSet) {
+	fs.StringVar(&f.group, "group", "", "the dead letters of the group with this `key`, as 'outbox dlq list --group' shows it")
+}
+
+// selects reports whether a flag that selects dead letters was given.
+func (f *dlqFilterFlags) selects() bool {
+	return f.aggregateType != "" || f.aggregateID != "" || f.eventType != "" || f.errorClass != "" ||
+		f.topic != "" || f.group != "" || f.since != ""
+}
+
 func (f *dlqFilterFlags) filter() (ops.Filter, error) {
-	out := ops.Filter{AggregateType: f.aggregateType, AggregateID: f.aggregateID, EventType: f.eventType, Limit: f.limit}
+	out := ops.Filter{AggregateType: f.aggregateType, AggregateID: f.aggregateID, EventType: f.eventType,
+		ErrorClass: f.errorClass, Topic: f.topic, Group: f.group, Limit: f.limit}
 	if f.limit < 0 {
 		return out, flagError("limit", "must not be negative, not %d", f.limit)
 	}
@@ -82,14 +109,26 @@ func (f *dlqFilterFlags) filter() (ops.Filter, error) {
 
 func newDLQListCommand(a *app) *cobra.Command {
 	var ff dlqFilterFlags
-	var asJSON bool
+	var asJSON, grouped bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List dead letters, oldest first",
+		Short: "List dead letters, oldest first, or grouped by cause",
 		Long: `list prints the dead letters in enqueue order: seq, id, aggregate, event
 type, attempts, when it became a dead letter, how many later messages of
-its aggregate wait behind it, and the last error.`,
+its aggregate wait behind it, and the last error.
+
+With --group it prints them grouped by cause, most first: the error class
+(the Kafka error code of the last error, such as MESSAGE_TOO_LARGE, with
+"max attempts: " before it when a retriable error ran out of attempts; the
+error's text when it has no code), the topic and the event type, with each
+group's key, how many dead letters and aggregates it has, and when its
+first and last message became dead letters. The topic is the message's own:
+"(routed)" when it named none and the relay's routes chose one. --limit
+then bounds the groups. Replay or discard a group with its key:
+'outbox dlq replay --group KEY'.`,
 		Example: `  outbox dlq list
+  outbox dlq list --group
+  outbox dlq list --group --since 24h --json
   outbox dlq list --event-type OrderPlaced --since 2026-03-01 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +141,9 @@ its aggregate wait behind it, and the last error.`,
 				return err
 			}
 			defer pool.Close()
+			if grouped {
+				return a.listGroups(cmd.Context(), o, f, asJSON)
+			}
 			list, err := o.DeadLetters(cmd.Context(), f)
 			if err != nil {
 				return err
@@ -131,6 +173,7 @@ its aggregate wait behind it, and the last error.`,
 		},
 	}
 	ff.add(cmd.Flags(), 100)
+	cmd.Flags().BoolVar(&grouped, "group", false, "group the dead letters by cause: error class, topic and event type")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
 }
@@ -147,6 +190,8 @@ type deadLetterJSON struct {
 	DeadAt        time.Time `json:"deadAt"`
 	Attempts      int       `json:"attempts"`
 	LastError     string    `json:"lastError"`
+	ErrorClass    string    `json:"errorClass"`
+	Group         string    `json:"group"`
 	Waiting       int64     `json:"waiting"`
 }
 
@@ -164,25 +209,36 @@ func oneLine(s string, n int) string {
 func newDLQShowCommand(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show ID",
+		Use:   "show SEQ|ID",
 		Short: "Show one message: payload, headers, every attempt's error, its audit entries",
 		Long: `show prints one message, whatever its status: its fields, headers and
 payload, every failed attempt with its error, and the audit entries
-(replay, discard) that name it.`,
-		Example: `  outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60
+(replay, discard) that name it. Name it by its seq or its id, the first
+two columns of 'outbox dlq list'.`,
+		Example: `  outbox dlq show 1042
+  outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60
   outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --json | jq -r .payload`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseIDs(args)
-			if err != nil {
-				return err
+			seq, bySeq := parseSeq(args[0])
+			var id []uuid.UUID
+			if !bySeq {
+				var err error
+				if id, err = parseIDs(args); err != nil {
+					return &usageError{fmt.Errorf("%q is neither a seq nor a message id (a UUID)", args[0])}
+				}
 			}
 			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			d, err := o.DeadLetter(cmd.Context(), id[0])
+			var d ops.DeadLetterDetail
+			if bySeq {
+				d, err = o.DeadLetterBySeq(cmd.Context(), seq)
+			} else {
+				d, err = o.DeadLetter(cmd.Context(), id[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -195,6 +251,12 @@ payload, every failed attempt with its error, and the audit entries
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
+}
+
+// parseSeq parses a message's seq: a positive integer.
+func parseSeq(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // parseIDs parses message ids given as arguments.
@@ -372,116 +434,4 @@ func payloadText(p []byte) string {
 
 func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
-}
-
-func newDLQReplayCommand(a *app) *cobra.Command {
-	var (
-		ff            dlqFilterFlags
-		all           bool
-		reason, actor string
-	)
-	cmd := &cobra.Command{
-		Use:   "replay [ID...]",
-		Short: "Put dead letters back to PENDING (attempts reset) so the relay publishes them",
-		Long: `replay puts dead letters back to PENDING, due at once and with their
-attempts reset to 0. That unblocks their aggregates: the relay publishes
-each one and then the messages behind it, in order, within its poll
-interval.
-
-Name the messages by id, or select them with the filter flags (--all for
-every dead letter). With ids, every one must be a dead letter, or nothing
-is changed. The change and its audit entry (--actor, --reason) commit
-together.
-
-Fix the cause first (create the topic, grant the ACL, deploy the fix):
-a replayed message that fails again goes through its retries once more.`,
-		Example: `  outbox dlq replay 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "topic orders created"
-  outbox dlq replay --aggregate-type Order --since 2026-03-01 --reason "ACL fixed"
-  outbox dlq replay --all --reason "broker quota raised"`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req := ops.Request{Actor: actor, Reason: reason}
-			filtered := all || ff.aggregateType != "" || ff.aggregateID != "" || ff.eventType != "" || ff.since != ""
-			switch {
-			case len(args) > 0 && filtered:
-				return &usageError{fmt.Errorf("give either message ids or filter flags (--all, --aggregate-type, ...), not both")}
-			case len(args) > 0:
-				ids, err := parseIDs(args)
-				if err != nil {
-					return err
-				}
-				req.IDs = ids
-			case filtered:
-				f, err := ff.filter()
-				if err != nil {
-					return err
-				}
-				f.All = all
-				req.Filter = &f
-			default:
-				return &usageError{fmt.Errorf("give the ids of the dead letters to replay, or select them with --all or a filter flag")}
-			}
-			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			res, err := o.Replay(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			printResult(a.stdout, "replayed", res)
-			return nil
-		},
-	}
-	ff.add(cmd.Flags(), 0)
-	cmd.Flags().BoolVar(&all, "all", false, "replay every dead letter (narrowed by any filter flag given)")
-	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit log")
-	cmd.Flags().StringVar(&actor, "actor", "", actorFlagUsage)
-	return cmd
-}
-
-func newDLQDiscardCommand(a *app) *cobra.Command {
-	var reason, actor string
-	cmd := &cobra.Command{
-		Use:   "discard ID... --reason TEXT",
-		Short: "Give up on dead letters: DISCARDED, kept for audit; their aggregates flow again",
-		Long: `discard marks dead letters DISCARDED: they are never published, stay in the
-table for audit (until 'outbox cleanup --include-discarded'), and no longer
-block their aggregates, so the relay publishes the messages behind them.
-
-Every id must be a dead letter, or nothing is changed. --reason is
-required; it is recorded with --actor in the audit log.`,
-		Example: `  outbox dlq discard 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "payload invalid; order re-sent as a new event"`,
-		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return flagError("reason", "is required: say why these events are never published")
-			}
-			ids, err := parseIDs(args)
-			if err != nil {
-				return err
-			}
-			o, pool, err := a.openOps(cmd.Context(), "dlq", ops.Config{})
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			res, err := o.Discard(cmd.Context(), ops.Request{Actor: actor, Reason: reason, IDs: ids})
-			if err != nil {
-				return err
-			}
-			printResult(a.stdout, "discarded", res)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why these events are never published (required; kept in the audit log)")
-	cmd.Flags().StringVar(&actor, "actor", "", actorFlagUsage)
-	return cmd
-}
-
-func printResult(w io.Writer, verb string, res ops.Result) {
-	fmt.Fprintf(w, "%s %d message(s) (audit entry %d)\n", verb, len(res.IDs), res.AuditID)
-	for _, id := range res.IDs {
-		fmt.Fprintf(w, "  %s\n", id)
-	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,9 @@ recorded in <schema>.outbox_migrations.
 
 It is safe to run at every deploy: what is applied is skipped, all pending
 migrations are applied in one transaction, and processes that run it at the
-same time wait for each other. It prints the versions now in place.
+same time wait for each other. It says which migrations it applied, or
+that the schema was already up to date, and prints the versions now in
+place.
 
 With --partitioned it then makes outbox_messages a table partitioned by
 created_at, one partition per --partition-interval (1d by default; a whole
@@ -72,12 +75,18 @@ connecting to the database.`,
 					return err
 				}
 			}
-			if err := st.Migrate(cmd.Context()); err != nil {
+			applied, err := st.ApplyMigrations(cmd.Context())
+			if err != nil {
 				return fmt.Errorf("migrate schema %s: %w", st.Schema(), err)
 			}
 			migs := pgstore.Migrations()
-			a.logger.Info("migrations applied", "schema", st.Schema(), "database", RedactURL(a.databaseURL), "migrations", len(migs))
-			fmt.Fprintf(a.stdout, "schema %s is up to date; applied migrations:\n", st.Schema())
+			a.logger.Info("migrations applied", "schema", st.Schema(), "database", RedactURL(a.databaseURL), "applied", len(applied))
+			if len(applied) == 0 {
+				fmt.Fprintf(a.stdout, "schema %s was already up to date (migrations %s)\n", st.Schema(), versionRanges(migs))
+			} else {
+				fmt.Fprintf(a.stdout, "applied migrations %s to schema %s\n", versionRanges(applied), st.Schema())
+			}
+			fmt.Fprintln(a.stdout, "migrations in place:")
 			printMigrations(a.stdout, migs)
 			if partitioned {
 				ps, err := st.Partitions(cmd.Context())
@@ -116,4 +125,23 @@ func printMigrations(w io.Writer, migs []pgstore.Migration) {
 	for _, m := range migs {
 		fmt.Fprintf(w, "  %03d %s\n", m.Version, m.Name)
 	}
+}
+
+// versionRanges writes the versions of migs, in order, with runs of
+// consecutive versions as ranges: "001–012", "003, 005–007".
+func versionRanges(migs []pgstore.Migration) string {
+	var parts []string
+	for i := 0; i < len(migs); {
+		j := i
+		for j+1 < len(migs) && migs[j+1].Version == migs[j].Version+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprintf("%03d", migs[i].Version))
+		} else {
+			parts = append(parts, fmt.Sprintf("%03d–%03d", migs[i].Version, migs[j].Version))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }

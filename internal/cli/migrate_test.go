@@ -12,7 +12,7 @@ import (
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-func TestMigrate_AppliesOnceAndIsIdempotent(t *testing.T) {
+func TestMigrate_SaysWhatItAppliedAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	pool, schema := pgtest.Schema(t)
 	env := map[string]string{"OUTBOX_DATABASE_URL": pgtest.URL()}
@@ -26,8 +26,10 @@ func TestMigrate_AppliesOnceAndIsIdempotent(t *testing.T) {
 			t.Errorf("migrate output does not list %q:\n%s", line, first.stdout)
 		}
 	}
-	if !strings.Contains(first.stdout, schema) {
-		t.Errorf("migrate output does not name the schema %s:\n%s", schema, first.stdout)
+	all := pgstore.Migrations()
+	span := fmt.Sprintf("%03d–%03d", all[0].Version, all[len(all)-1].Version)
+	if want := "applied migrations " + span + " to schema " + schema + "\n"; !strings.HasPrefix(first.stdout, want) {
+		t.Errorf("first migrate does not begin with %q:\n%s", want, first.stdout)
 	}
 
 	// The tables exist: a claim on the migrated schema works (and finds
@@ -50,8 +52,11 @@ func TestMigrate_AppliesOnceAndIsIdempotent(t *testing.T) {
 	if second.code != exitOK {
 		t.Fatalf("second migrate: exit %d, stderr:\n%s", second.code, second.stderr)
 	}
-	if second.stdout != first.stdout {
-		t.Errorf("second migrate printed\n%s\nwant the same as the first:\n%s", second.stdout, first.stdout)
+	if want := "schema " + schema + " was already up to date (migrations " + span + ")\n"; !strings.HasPrefix(second.stdout, want) {
+		t.Errorf("second migrate does not begin with %q:\n%s", want, second.stdout)
+	}
+	if _, list, _ := strings.Cut(first.stdout, "\n"); !strings.HasSuffix(second.stdout, list) {
+		t.Errorf("second migrate lists other migrations in place:\n%s\nthan the first:\n%s", second.stdout, first.stdout)
 	}
 }
 
@@ -97,5 +102,27 @@ func TestMigrate_UnreachableDatabaseFailsWithoutShowingPassword(t *testing.T) {
 	}
 	if strings.Contains(res.stderr, "s3cret-pw") {
 		t.Errorf("stderr shows the password:\n%s", res.stderr)
+	}
+}
+
+func TestVersionRanges_JoinsConsecutiveVersions(t *testing.T) {
+	t.Parallel()
+	migs := func(vs ...int) (out []pgstore.Migration) {
+		for _, v := range vs {
+			out = append(out, pgstore.Migration{Version: v})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		vs   []int
+		want string
+	}{
+		{[]int{12}, "012"},
+		{[]int{1, 2, 3}, "001–003"},
+		{[]int{3, 5, 6, 7, 9}, "003, 005–007, 009"},
+	} {
+		if got := versionRanges(migs(c.vs...)); got != c.want {
+			t.Errorf("versionRanges(%v) = %q, want %q", c.vs, got, c.want)
+		}
 	}
 }

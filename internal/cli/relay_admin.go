@@ -213,6 +213,7 @@ func (a *app) newAdminServer(f *adminFlags, pool *pgxpool.Pool, snk *kafka.Sink,
 	}
 	srv, err := admin.New(admin.Config{Addr: f.metricsAddr, Gatherer: reg, Logger: a.logger, Checks: map[string]admin.Check{
 		"database": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"outbox":   o.CheckMigrated, // the tables exist: not before 'outbox migrate'
 		"kafka":    snk.Ping,
 		"topics":   func(context.Context) error { return topicsReady(snk.Topics()) },
 	}})

@@ -185,9 +185,9 @@ func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
 }
 
 // checkAdminEndpoint finds the relay's admin address in its logs and checks
-// the wiring: the metrics count the published message (SENT itself is
+// the wiring: the metrics count the published message (SENT may be
 // PostgreSQL's estimate, see ops.Stats, so the test reads PENDING), /readyz finds the
-// database and the broker, and the status page answers.
+// database, the outbox tables and the broker, and the status page answers.
 func checkAdminEndpoint(t *testing.T, stderr *syncBuffer) {
 	t.Helper()
 	re := regexp.MustCompile(`"admin endpoint listening" addr=(\S+)`)

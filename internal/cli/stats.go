@@ -41,10 +41,12 @@ messages marked SENT (the table path): the cursor's throughput needs two
 readings a minute apart, which the relay's status page and metrics make.
 
 Every figure is read through an index or from the unsent rows only, so it
-is cheap on any table size. The SENT count is PostgreSQL's estimate (kept
-by autovacuum; in cursor mode plus the QUEUED messages the statistics know
-of, less the lag) unless --exact, which counts them and costs in proportion
-to the SENT history.
+is cheap on any table size. The SENT count is counted while the table is
+small (below 100,000 rows by PostgreSQL's statistics); on a larger table it
+is PostgreSQL's estimate (kept by autovacuum; in cursor mode plus the
+QUEUED messages the statistics know of, less the lag), shown as "~N
+(estimate)", unless --exact, which counts them and costs in proportion to
+the SENT history.
 
 With --json it prints one JSON object for scripts; durations are in
 seconds.`,
@@ -72,7 +74,7 @@ seconds.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
-	cmd.Flags().BoolVar(&exact, "exact", false, "count the SENT messages exactly instead of using PostgreSQL's estimate (reads the whole SENT index)")
+	cmd.Flags().BoolVar(&exact, "exact", false, "count the SENT messages exactly on a large table too, instead of using PostgreSQL's estimate (reads the whole SENT index)")
 	cmd.Flags().IntVar(&top, "top", ops.DefaultTop, "how many blocked aggregates and failing event types to list")
 	return cmd
 }

@@ -113,6 +113,9 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 		if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
+		if missing == 1 {
+			return noTables(s.cfg.Schema, nil)
+		}
 		// Disabling needs no trigger: the outbox goes back to claim mode.
 		if missing != 0 && (enable || missing < 12) {
 			return fmt.Errorf("%w: the outbox in schema %s lacks migration %03d; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema, missing)
@@ -128,7 +131,7 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 		return fn(ctx, tx, c)
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: %s cursor mode: %w", what, err)
+		return fmt.Errorf("pgstore: %s cursor mode: %w", what, s.notMigrated(err))
 	}
 	return nil
 }

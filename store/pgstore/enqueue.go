@@ -37,7 +37,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Execer, msgs ...outbox.Message) 
 		return err
 	}
 	if _, err := tx.Exec(ctx, s.q.enqueue, args...); err != nil {
-		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), ExplainPoolerError(err))
+		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), s.explain(err))
 	}
 	return nil
 }
@@ -53,7 +53,7 @@ func (s *Store) EnqueueSQL(ctx context.Context, tx *sql.Tx, msgs ...outbox.Messa
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, s.q.enqueue, args...); err != nil {
-		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), ExplainPoolerError(err))
+		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), s.explain(err))
 	}
 	return nil
 }

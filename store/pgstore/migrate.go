@@ -83,11 +83,22 @@ func Migrations() []Migration {
 // transaction-scoped advisory lock, keyed by the schema, serialises them, and
 // each one that waited finds the versions already recorded.
 func (s *Store) Migrate(ctx context.Context) error {
-	return ExplainPoolerError(s.migrate(ctx))
+	_, err := s.ApplyMigrations(ctx)
+	return err
 }
 
-// migrate does Migrate's work; Migrate explains the errors of a pooler.
-func (s *Store) migrate(ctx context.Context) error {
+// ApplyMigrations is [Store.Migrate], and returns the migrations it applied
+// (their SQL rendered for the schema), in version order: none when the
+// schema was up to date.
+func (s *Store) ApplyMigrations(ctx context.Context) ([]Migration, error) {
+	var applied []Migration
+	err := s.migrate(ctx, func(m Migration) { applied = append(applied, m) })
+	return applied, ExplainPoolerError(err)
+}
+
+// migrate runs Migrate, calling onApply for each migration it applies; the
+// migrations count as applied only if it returns nil.
+func (s *Store) migrate(ctx context.Context, onApply func(Migration)) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: begin: %w", err)
@@ -122,6 +133,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, s.q.migrateRecord, m.Version, m.Name); err != nil {
 			return fmt.Errorf("pgstore: migrate: record %03d_%s: %w", m.Version, m.Name, err)
 		}
+		onApply(m)
 	}
 	if s.cfg.Partitioning.Interval > 0 {
 		if err := s.partition(ctx, tx); err != nil {

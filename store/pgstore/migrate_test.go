@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +147,30 @@ func TestChannelName_FitsIdentifierLimitAndStaysDistinct(t *testing.T) {
 	b := pgstore.ChannelName(strings.Repeat("a", 62) + "c")
 	if len(a) > 63 || len(b) > 63 || a == b {
 		t.Errorf("long names: %q (%d), %q (%d): want distinct, at most 63 bytes", a, len(a), b, len(b))
+	}
+}
+
+// ApplyMigrations reports what it applied: every migration on an empty
+// schema, none on an up to date one.
+func TestApplyMigrations_ReportsWhatItApplied(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Schema(t)
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := func(ms []pgstore.Migration) (vs []int) {
+		for _, m := range ms {
+			vs = append(vs, m.Version)
+		}
+		return vs
+	}
+	all := versions(pgstore.Migrations())
+	applied, err := st.ApplyMigrations(testCtx(t))
+	if err != nil || !slices.Equal(versions(applied), all) {
+		t.Fatalf("first ApplyMigrations = %v, %v; want %v", versions(applied), err, all)
+	}
+	if applied, err = st.ApplyMigrations(testCtx(t)); err != nil || len(applied) != 0 {
+		t.Fatalf("ApplyMigrations on an up to date schema = %v, %v; want none", versions(applied), err)
 	}
 }

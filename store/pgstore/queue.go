@@ -46,7 +46,7 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
 	_, c, err := s.markAndClaim(ctx, uuid.Nil, nil, &p)
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", ExplainPoolerError(err))
+		return store.Claim{}, fmt.Errorf("pgstore: claim: %w", s.explain(err))
 	}
 	return c, nil
 }
@@ -60,7 +60,7 @@ func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (in
 	}
 	n, _, err := s.markAndClaim(ctx, token, seqs, nil)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: mark sent: %w", ExplainPoolerError(err))
+		return 0, fmt.Errorf("pgstore: mark sent: %w", s.explain(err))
 	}
 	return n, nil
 }
@@ -71,7 +71,7 @@ func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (in
 func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p store.ClaimParams) (int64, store.Claim, error) {
 	n, c, err := s.markAndClaim(ctx, token, seqs, &p)
 	if err != nil {
-		return 0, store.Claim{}, fmt.Errorf("pgstore: mark sent and claim: %w", ExplainPoolerError(err))
+		return 0, store.Claim{}, fmt.Errorf("pgstore: mark sent and claim: %w", s.explain(err))
 	}
 	return n, c, nil
 }
@@ -650,7 +650,7 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 	if s.cursor.inCursorMode() {
 		n, err := s.cursorMarkFailed(ctx, token, f)
 		if err != nil {
-			return 0, fmt.Errorf("pgstore: mark failed: %w", err)
+			return 0, fmt.Errorf("pgstore: mark failed: %w", s.notMigrated(err))
 		}
 		return n, nil
 	}
@@ -659,7 +659,7 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, (*uuid.UUID)(nil)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("pgstore: mark failed: %w", err)
+		return 0, fmt.Errorf("pgstore: mark failed: %w", s.notMigrated(err))
 	}
 	return changed, nil
 }
@@ -705,13 +705,13 @@ func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int
 	if s.cursor.inCursorMode() {
 		n, err := s.cursorRelease(ctx, token, seqs)
 		if err != nil {
-			return n, fmt.Errorf("pgstore: release: %w", err)
+			return n, fmt.Errorf("pgstore: release: %w", s.notMigrated(err))
 		}
 		return n, nil
 	}
 	n, err := s.releaseTable(ctx, token, seqs)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: release: %w", err)
+		return 0, fmt.Errorf("pgstore: release: %w", s.notMigrated(err))
 	}
 	return n, nil
 }
@@ -735,14 +735,14 @@ func (s *Store) releaseTable(ctx context.Context, token uuid.UUID, seqs []int64)
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
 	rows, err := s.pool.Query(ctx, s.q.get, id)
 	if err != nil {
-		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, err)
+		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.notMigrated(err))
 	}
 	rec, err := pgx.CollectExactlyOneRow(rows, scanRecord)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, err)
+		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.notMigrated(err))
 	}
 	return rec, nil
 }
@@ -759,7 +759,7 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 	}
 	rows, err := s.pool.Query(ctx, s.q.counts)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: counts: %w", err)
+		return nil, fmt.Errorf("pgstore: counts: %w", s.notMigrated(err))
 	}
 	var (
 		status string
@@ -770,7 +770,7 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: counts: %w", err)
+		return nil, fmt.Errorf("pgstore: counts: %w", s.notMigrated(err))
 	}
 	return counts, nil
 }

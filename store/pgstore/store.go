@@ -160,6 +160,8 @@ type queries struct {
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
+
+	checkMigrated string
 }
 
 //go:embed queries/*.sql
@@ -210,6 +212,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.migrateSetup, "migrate_setup.sql"},
 		{&s.q.migrateApplied, "migrate_applied.sql"},
 		{&s.q.migrateRecord, "migrate_record.sql"},
+		{&s.q.checkMigrated, "check_migrated.sql"},
 	} {
 		b, err := queryFiles.ReadFile("queries/" + f.file)
 		if err != nil {

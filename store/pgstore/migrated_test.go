@@ -1,0 +1,90 @@
+package pgstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// Before Migrate, and with a schema that does not exist, the store's
+// readiness check and its methods fail with ErrNotMigrated and name the
+// command that fixes it; after Migrate the check passes.
+func TestStore_UnmigratedSchemaIsNamedWithTheFix(t *testing.T) {
+	t.Parallel()
+	pool, schema := pgtest.Schema(t)
+	for _, name := range []string{schema, "no_such_schema_" + schema[len(schema)-8:]} {
+		st, err := pgstore.New(pool, pgstore.Config{Schema: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `no outbox tables in schema "` + name + `": run 'outbox migrate --schema ` + name + `'`
+		ctx := testCtx(t)
+		_, claimErr := st.Claim(ctx, store.ClaimParams{Owner: "t", Limit: 1, Lease: time.Second})
+		for what, err := range map[string]error{
+			"CheckMigrated": st.CheckMigrated(ctx),
+			"Claim":         claimErr,
+			"Enqueue":       st.Enqueue(ctx, pool, outbox.Message{AggregateType: "Order", AggregateID: "1", EventType: "E", Payload: []byte(`{}`)}),
+			"EnableCursor":  st.EnableCursor(ctx),
+		} {
+			if !errors.Is(err, pgstore.ErrNotMigrated) || !errors.Is(err, store.ErrNotMigrated) || !strings.Contains(err.Error(), want) {
+				t.Errorf("schema %s: %s = %v; want ErrNotMigrated saying %s", name, what, err, want)
+			}
+		}
+	}
+
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CheckMigrated(testCtx(t)); err != nil {
+		t.Errorf("CheckMigrated after Migrate = %v, want nil", err)
+	}
+}
+
+// A schema with outbox_messages but without a later migration's table is
+// named as incomplete, with that table.
+func TestStore_IncompleteMigrationNamesTheMissingTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(testCtx(t), "DROP TABLE "+pgx.Identifier{b.schema, "outbox_attempts"}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	err := b.store.CheckMigrated(testCtx(t))
+	want := `schema "` + b.schema + `" lacks the outbox table outbox_attempts`
+	if !errors.Is(err, pgstore.ErrNotMigrated) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckMigrated = %v; want ErrNotMigrated saying %s", err, want)
+	}
+}
+
+// NotMigrated leaves every other error alone, and so it does with a
+// missing table of another schema, or one the CDC relay creates.
+func TestNotMigrated_LeavesOtherErrorsAlone(t *testing.T) {
+	t.Parallel()
+	other := &pgconn.PgError{Code: "42P01", Message: `relation "elsewhere.orders" does not exist`}
+	cdcTable := &pgconn.PgError{Code: "42P01", Message: `relation "outbox.outbox_cdc_slots" does not exist`}
+	for _, err := range []error{nil, errors.New("boom"), &pgconn.PgError{Code: "23505", Message: "duplicate key"}, other, cdcTable} {
+		if got := pgstore.NotMigrated("outbox", err); got != err {
+			t.Errorf("NotMigrated(%v) = %v, want it unchanged", err, got)
+		}
+	}
+	mine := &pgconn.PgError{Code: "42P01", Message: `relation "outbox.outbox_messages" does not exist`}
+	got := pgstore.NotMigrated("outbox", mine)
+	if !errors.Is(got, pgstore.ErrNotMigrated) {
+		t.Fatalf("NotMigrated(%v) = %v, want ErrNotMigrated", mine, got)
+	}
+	if pg, ok := errors.AsType[*pgconn.PgError](got); !ok || pg != mine {
+		t.Errorf("NotMigrated dropped PostgreSQL's error from the chain: %v", got)
+	}
+}
