@@ -79,3 +79,39 @@ func (b *bundle) assertNoSeqScans(t *testing.T, position int64) {
 		}
 	}
 }
+
+// Behind a large backlog of pending messages, listing and grouping the few
+// dead letters reads them through their own index, not the backlog.
+func TestQueries_DeadLettersBehindABacklog_ReadOnlyTheDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ms := nMsgs(5, "Invoice", "InvoiceIssued")
+	b.enqueue(t, ms...)
+	b.fail(t, true, ms[0].ID, "x")
+	b.exec(t, `INSERT INTO {{schema}}.outbox_messages
+		(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type)
+		SELECT gen_random_uuid(), 'Order', (g % 1000)::text, 'OrderPlaced', 1, '{}'::bytea, 'application/json'
+		FROM generate_series(1, 50000) g`)
+	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	ctx := testCtx(t)
+	for name, q := range b.ops.QueriesForExplain(0) {
+		if !strings.HasPrefix(name, "dlq_") {
+			continue
+		}
+		rows, err := b.pool.Query(ctx, "EXPLAIN "+q.SQL, q.Args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if !strings.Contains(plan.String(), "outbox_messages_dead") {
+			t.Errorf("%s does not read the dead letters through outbox_messages_dead:\n%s", name, plan.String())
+		}
+	}
+}

@@ -150,11 +150,7 @@ func (a *app) startRetention(ctx context.Context, pool *pgxpool.Pool, olderThan,
 // the returned stop. If the default address is taken it warns and serves
 // nothing; an address given explicitly that cannot be bound is an error.
 func (a *app) startAdminServer(ctx context.Context, f *adminFlags, snk *kafka.Sink, extra func(prometheus.Registerer) error) (relay.Hooks, func(), error) {
-	pool, err := a.newPool("relay admin", adminPoolSize, func(c *pgxpool.Config) {
-		// The admin's queries are small; compiling them, which PostgreSQL
-		// does for plans it estimates as costly, takes longer than running them.
-		c.ConnConfig.RuntimeParams["jit"] = "off"
-	})
+	pool, err := a.newPool("relay admin", adminPoolSize)
 	if err != nil {
 		return relay.Hooks{}, nil, err
 	}
