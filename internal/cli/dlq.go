@@ -168,7 +168,9 @@ func newDLQShowCommand(a *app) *cobra.Command {
 		Short: "Show one message: payload, headers, every attempt's error, its audit entries",
 		Long: `show prints one message, whatever its status: its fields, headers and
 payload, every failed attempt with its error, and the audit entries
-(replay, discard) that name it.`,
+(replay, discard) that name it. Headers that cannot be read as a JSON
+object of string values (a row written with plain SQL before migration
+014) are printed as stored, with the reason.`,
 		Example: `  outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60
   outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --json | jq -r .payload`,
 		Args: cobra.ExactArgs(1),
@@ -195,6 +197,26 @@ payload, every failed attempt with its error, and the audit entries
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
+}
+
+// printHeaders prints the message's own headers, or, when they could not
+// be read (outbox.Record.Invalid), why, and the column as stored.
+func printHeaders(w io.Writer, d ops.DeadLetterDetail) {
+	r := d.Record
+	if r.Invalid != nil {
+		fmt.Fprintf(w, "\nHeaders: not readable: %s\n", termSafe(r.Invalid.Error()))
+		if len(d.RawHeaders) > 0 {
+			fmt.Fprintln(w, "  as stored:", termSafe(string(d.RawHeaders)))
+		}
+		return
+	}
+	fmt.Fprintln(w, "\nHeaders:")
+	if len(r.Headers) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		fmt.Fprintf(w, "  %s: %s\n", termSafe(k), termSafe(r.Headers[k]))
+	}
 }
 
 // parseIDs parses message ids given as arguments.
@@ -236,6 +258,12 @@ type detailOutput struct {
 	PayloadBase64 []byte           `json:"payloadBase64,omitempty"`
 	History       []attemptJSON    `json:"history"`
 	Audit         []auditEntryJSON `json:"audit"`
+	// Invalid says why the stored row is not a message that may be
+	// published (outbox.Record.Invalid), and RawHeaders holds the headers
+	// column as stored when it could not be read as headers; both are
+	// absent otherwise.
+	Invalid    string          `json:"invalid,omitempty"`
+	RawHeaders json.RawMessage `json:"rawHeaders,omitempty"`
 }
 
 type attemptJSON struct {
@@ -275,6 +303,9 @@ func detailJSON(d ops.DeadLetterDetail) detailOutput {
 	}
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
+	}
+	if r.Invalid != nil {
+		out.Invalid, out.RawHeaders = r.Invalid.Error(), d.RawHeaders
 	}
 	if utf8.Valid(r.Payload) {
 		p := string(r.Payload)
@@ -323,13 +354,7 @@ func printDetail(w io.Writer, d ops.DeadLetterDetail) {
 	row("Waiting behind it", d.Waiting)
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nHeaders:")
-	if len(r.Headers) == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-		fmt.Fprintf(w, "  %s: %s\n", termSafe(k), termSafe(r.Headers[k]))
-	}
+	printHeaders(w, d)
 	fmt.Fprintln(w, "\nPayload:")
 	fmt.Fprintln(w, indent(termLines(payloadText(r.Payload)), "  "))
 
