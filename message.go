@@ -96,4 +96,14 @@ type Record struct {
 	LeaseExpiresAt time.Time
 	// PublishedAt is when the broker acknowledged the message.
 	PublishedAt time.Time
+	// Invalid is nil for every message written with Enqueue. It is set
+	// when the stored row is not a message that may be published, and
+	// says why: a *ValidationError naming the column and the rule, such as
+	// `headers["x"]: value must be a string, is a number` for a row written
+	// with plain SQL (before the table refused it) whose headers are not a
+	// JSON object of string values; Headers is then nil. A store returns
+	// such a row like any other instead of failing the read of the rows
+	// beside it. The relay never publishes it: it dead-letters it at once
+	// with this reason, and the Kafka sink refuses it.
+	Invalid error
 }

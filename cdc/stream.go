@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/rowheaders"
 )
 
 // heartbeatPrefix is the prefix of the relay's heartbeat messages in the
@@ -348,11 +348,9 @@ func decodeColumn(types *pgtype.Map, rec *outbox.Record, col *pglogrepl.Relation
 		// column, and its text (hex for bytea) is not copied.
 		err = types.Scan(col.DataType, pgtype.TextFormatCode, data, &rec.Payload)
 	case "headers":
-		var h map[string]string
-		err = json.Unmarshal(data, &h)
-		if len(h) > 0 {
-			rec.Headers = h
-		}
+		// The error names the header and the rule, and makes the message
+		// a dead letter with it.
+		rec.Headers, err = rowheaders.Decode(data)
 	case "created_at":
 		err = types.Scan(col.DataType, pgtype.TextFormatCode, data, &rec.CreatedAt)
 	case "seq":

@@ -122,6 +122,11 @@ type DeadLetterDetail struct {
 	// Waiting counts the later messages of its aggregate that are not
 	// SENT.
 	Waiting int64
+	// RawHeaders is the headers column as stored (JSON), set only when
+	// Record.Invalid says it could not be read as headers (a row written
+	// with plain SQL before migration 015), so that an operator sees what
+	// to correct. Record.Headers is then nil.
+	RawHeaders json.RawMessage
 }
 
 // DeadLetters lists the dead letters that f selects, in Seq order.
@@ -186,11 +191,17 @@ func (o *Ops) DeadLetter(ctx context.Context, id uuid.UUID) (DeadLetterDetail, e
 		return err
 	})
 	b.Queue(o.q.dlqExtra, rec.Seq).QueryRow(func(row pgx.Row) error {
-		var discardedAt *time.Time
-		if err := row.Scan(&discardedAt, &d.Waiting); err != nil {
+		var (
+			discardedAt *time.Time
+			headers     string
+		)
+		if err := row.Scan(&discardedAt, &headers, &d.Waiting); err != nil {
 			return err
 		}
 		d.DiscardedAt = deref(discardedAt)
+		if rec.Invalid != nil {
+			d.RawHeaders = json.RawMessage(headers)
+		}
 		return nil
 	})
 	b.Queue(o.q.auditForMessage, id, auditShowLimit).Query(func(rows pgx.Rows) error {

@@ -21,7 +21,11 @@
 //     after min(RetryMax, RetryBase*2^attempts) minus up to half of it as
 //     jitter; after MaxAttempts the message is DEAD_LETTER. An error the
 //     broker will never accept (too large, invalid or unknown topic, not
-//     authorized) dead-letters at once with the broker's reason. An
+//     authorized) dead-letters at once with the broker's reason, and so
+//     does a message that is itself invalid (a row written with plain SQL
+//     whose headers are not a JSON object of string values: see
+//     outbox.Record.Invalid), with the column and the rule, without being
+//     published; the rest of its batch is published as usual. An
 //     unreachable broker is not the message's fault: nothing is counted,
 //     and the whole relay pauses with a growing backoff instead of
 //     looping.
@@ -49,6 +53,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -551,18 +556,9 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 
 	pubCtx, cancel := context.WithDeadline(r.sendCtx, claimStart.Add(r.cfg.PublishTimeout))
 	slowDone := r.watchSlowPublish()
-	errs := r.cfg.Sink.Publish(pubCtx, recs)
+	errs := r.publish(pubCtx, recs)
 	cancel()
 	slowDone()
-	if len(errs) != len(recs) {
-		// A sink bug; treat every record as not sent rather than guess.
-		bug := fmt.Errorf("relay: sink returned %d results for %d records", len(errs), len(recs))
-		r.log.Error("sink bug", slog.Any("error", bug))
-		errs = make([]error, len(recs))
-		for i := range errs {
-			errs[i] = bug
-		}
-	}
 	failpoint.Inject("relay-after-ack")
 
 	var sent, released []int64
@@ -705,6 +701,51 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 		}
 	}
 	return next
+}
+
+// publish publishes recs with the sink and returns one error per record,
+// nil for those the broker acknowledged. A record that is not a message to
+// publish (outbox.Record.Invalid: a row written with plain SQL whose
+// headers the store could not read) is not given to the sink: its error is
+// permanent, with the column and the rule, so that it becomes a dead letter
+// at once with that reason while the others are published.
+func (r *Relay) publish(ctx context.Context, recs []outbox.Record) []error {
+	if !slices.ContainsFunc(recs, func(rec outbox.Record) bool { return rec.Invalid != nil }) {
+		return r.publishValid(ctx, recs)
+	}
+	errs := make([]error, len(recs))
+	var valid []outbox.Record
+	var at []int // the index in recs of each record of valid
+	for i, rec := range recs {
+		if rec.Invalid != nil {
+			errs[i] = fmt.Errorf("%w: relay: message %s not published: %w", sink.ErrPermanent, rec.ID, rec.Invalid)
+			continue
+		}
+		valid = append(valid, rec)
+		at = append(at, i)
+	}
+	if len(valid) > 0 {
+		for j, err := range r.publishValid(ctx, valid) {
+			errs[at[j]] = err
+		}
+	}
+	return errs
+}
+
+// publishValid publishes recs with the sink and returns one error per
+// record.
+func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record) []error {
+	errs := r.cfg.Sink.Publish(ctx, recs)
+	if len(errs) != len(recs) {
+		// A sink bug; treat every record as not sent rather than guess.
+		bug := fmt.Errorf("relay: sink returned %d results for %d records", len(errs), len(recs))
+		r.log.Error("sink bug", slog.Any("error", bug))
+		errs = make([]error, len(recs))
+		for i := range errs {
+			errs[i] = bug
+		}
+	}
+	return errs
 }
 
 // marksInMemory reports whether the store records MarkSent without a round

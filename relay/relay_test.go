@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,4 +494,88 @@ func publishOne(t *testing.T, b *bundle, s *fakeSink, aggID string) uuid.UUID {
 		return calls == 1
 	})
 	return m.ID
+}
+
+// insertUnchecked writes a message of aggregate aggID with plain SQL, with
+// headers as given, in a transaction whose session_replication_role is
+// replica: the table's triggers, migration 015's rule among them, do not
+// run for it (the tests run as a superuser), as for a row written before
+// that migration. It takes its transaction id first, as migration 012's
+// trigger would have it do.
+func (b *bundle) insertUnchecked(t *testing.T, aggID, headers string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7())
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		for _, st := range []string{"SELECT pg_current_xact_id()", "SET LOCAL session_replication_role = replica"} {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{b.schema, "outbox_messages"}.Sanitize()+`
+			(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type, headers)
+			VALUES ($1, 'Order', $2, 'OrderPlaced', 1, '{"n":0}', 'application/json', $3::jsonb)`, id, aggID, headers)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A claimed record the store could not read whole (Record.Invalid: a row
+// whose headers are not a JSON object of string values) never reaches the
+// sink: it is dead-lettered at once with the column and the rule, as a
+// permanent failure (Hooks.Failed says so), while the rest of its batch is
+// published; the message behind it waits.
+func TestRelay_InvalidRecordIsDeadLetteredWithoutReachingTheSink(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	good := msg("A", 1)
+	good.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, good)
+	bad := b.insertUnchecked(t, "B", `{"x": 1}`)
+	behind := msg("B", 2)
+	behind.ID = uuid.Must(uuid.NewV7())
+	b.enqueue(t, behind)
+
+	var sawBad atomic.Bool
+	s := &fakeSink{fn: func(_ int, rec outbox.Record) error {
+		if rec.ID == bad {
+			sawBad.Store(true)
+		}
+		return nil
+	}}
+	failed := make(chan error, 10)
+	cfg := fastConfig(b, s)
+	cfg.Hooks.Failed = func(rec outbox.Record, err error, dead bool) {
+		if rec.ID == bad && dead {
+			failed <- err
+		}
+	}
+	startRelay(t, cfg)
+
+	eventually(t, 5*time.Second, "bad row dead-lettered and the good one sent", func() bool {
+		return b.get(t, bad).Status == outbox.StatusDeadLetter && b.get(t, good.ID).Status == outbox.StatusSent
+	})
+	dead := b.get(t, bad)
+	want := `outbox: invalid message: headers["x"]: value must be a string, is a number`
+	if !strings.Contains(dead.LastError, want) || dead.Attempts != 1 {
+		t.Errorf("dead letter: attempts %d, reason %q; want 1 attempt and a reason with %q", dead.Attempts, dead.LastError, want)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, sink.ErrPermanent) || !errors.Is(err, outbox.ErrInvalidMessage) {
+			t.Errorf("Hooks.Failed got %v; want a permanent error wrapping outbox.ErrInvalidMessage", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Hooks.Failed was not called for the dead letter")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st := b.get(t, behind.ID).Status; st != outbox.StatusPending {
+		t.Errorf("message behind the dead letter is %s; want PENDING (blocked)", st)
+	}
+	if sawBad.Load() {
+		t.Error("the sink was given the invalid record")
+	}
 }

@@ -17,6 +17,12 @@
 //     IN_FLIGHT under the given token. A relay whose lease was taken over
 //     changes nothing (fencing); the returned count says how many rows it
 //     did change.
+//   - A row that cannot be read as a message (written with plain SQL
+//     outside the table's rules, such as headers that are not a JSON
+//     object of string values) fails no claim: Claim leases it like any
+//     other head, as a record with outbox.Record.Invalid set, and the
+//     relay dead-letters it with MarkFailed. One bad row never stops the
+//     messages beside it.
 //
 // [pgstore]: github.com/outbox-dev/outbox/store/pgstore
 package store

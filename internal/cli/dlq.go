@@ -214,7 +214,9 @@ func newDLQShowCommand(a *app) *cobra.Command {
 		Long: `show prints one message, whatever its status: its fields, headers and
 payload, every failed attempt with its error, and the audit entries
 (replay, discard) that name it. Name it by its seq or its id, the first
-two columns of 'outbox dlq list'.`,
+two columns of 'outbox dlq list'. Headers that cannot be read as a JSON
+object of string values (a row written with plain SQL before migration
+015) are printed as stored, with the reason.`,
 		Example: `  outbox dlq show 1042
   outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60
   outbox dlq show 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --json | jq -r .payload`,
@@ -259,6 +261,26 @@ func parseSeq(s string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
+// printHeaders prints the message's own headers, or, when they could not
+// be read (outbox.Record.Invalid), why, and the column as stored.
+func printHeaders(w io.Writer, d ops.DeadLetterDetail) {
+	r := d.Record
+	if r.Invalid != nil {
+		fmt.Fprintf(w, "\nHeaders: not readable: %s\n", termSafe(r.Invalid.Error()))
+		if len(d.RawHeaders) > 0 {
+			fmt.Fprintln(w, "  as stored:", termSafe(string(d.RawHeaders)))
+		}
+		return
+	}
+	fmt.Fprintln(w, "\nHeaders:")
+	if len(r.Headers) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		fmt.Fprintf(w, "  %s: %s\n", termSafe(k), termSafe(r.Headers[k]))
+	}
+}
+
 // parseIDs parses message ids given as arguments.
 func parseIDs(args []string) ([]uuid.UUID, error) {
 	ids := make([]uuid.UUID, 0, len(args))
@@ -298,6 +320,12 @@ type detailOutput struct {
 	PayloadBase64 []byte           `json:"payloadBase64,omitempty"`
 	History       []attemptJSON    `json:"history"`
 	Audit         []auditEntryJSON `json:"audit"`
+	// Invalid says why the stored row is not a message that may be
+	// published (outbox.Record.Invalid), and RawHeaders holds the headers
+	// column as stored when it could not be read as headers; both are
+	// absent otherwise.
+	Invalid    string          `json:"invalid,omitempty"`
+	RawHeaders json.RawMessage `json:"rawHeaders,omitempty"`
 }
 
 type attemptJSON struct {
@@ -337,6 +365,9 @@ func detailJSON(d ops.DeadLetterDetail) detailOutput {
 	}
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
+	}
+	if r.Invalid != nil {
+		out.Invalid, out.RawHeaders = r.Invalid.Error(), d.RawHeaders
 	}
 	if utf8.Valid(r.Payload) {
 		p := string(r.Payload)
@@ -385,13 +416,7 @@ func printDetail(w io.Writer, d ops.DeadLetterDetail) {
 	row("Waiting behind it", d.Waiting)
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nHeaders:")
-	if len(r.Headers) == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-		fmt.Fprintf(w, "  %s: %s\n", termSafe(k), termSafe(r.Headers[k]))
-	}
+	printHeaders(w, d)
 	fmt.Fprintln(w, "\nPayload:")
 	fmt.Fprintln(w, indent(termLines(payloadText(r.Payload)), "  "))
 

@@ -76,6 +76,50 @@ func TestDLQShow_ShowsPayloadHeadersAndEveryAttempt(t *testing.T) {
 	}
 }
 
+// A dead letter whose headers column cannot be read as headers (a row
+// written with plain SQL before migration 015) is shown, with the reason
+// and the column as stored instead of its headers, and can be discarded.
+func TestDLQShow_HeadersThatCannotBeReadAreShownAsStored(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t)
+	const id = "0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f70"
+	reason := `permanent publish error: relay: message ` + id + ` not published: outbox: invalid message: headers["x"]: value must be a string, is a number`
+	// Triggers off for the INSERT (the tests run as a superuser), as before
+	// migration 015.
+	f.exec(t, `BEGIN; SET LOCAL session_replication_role = replica;
+		INSERT INTO {{schema}}.outbox_messages
+		(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type, headers, status, attempts, last_error)
+		VALUES ('`+id+`', 'Order', '9', 'OrderPlaced', 1, '{}', 'application/json', '{"x": 1}', 'DEAD_LETTER', 1, $$`+reason+`$$);
+		COMMIT`)
+	out := f.mustRun(t, exitOK, "dlq", "show", id).stdout
+	for _, want := range []string{
+		`Headers: not readable: outbox: invalid message: headers["x"]: value must be a string, is a number`,
+		`as stored: {"x": 1}`, "Status             DEAD_LETTER",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dlq show lacks %q:\n%s", want, out)
+		}
+	}
+	out = f.mustRun(t, exitOK, "dlq", "show", id, "--json").stdout
+	var got detailOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("dlq show --json: %v\n%s", err, out)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(got.RawHeaders, &raw); err != nil || raw["x"] != 1.0 || !strings.Contains(got.Invalid, `headers["x"]`) ||
+		len(got.Headers) != 0 {
+		t.Errorf("dlq show --json: invalid %q, rawHeaders %s, headers %v; want the reason, the column as stored, no headers",
+			got.Invalid, got.RawHeaders, got.Headers)
+	}
+	if out := f.mustRun(t, exitOK, "dlq", "list").stdout; !strings.Contains(out, id) {
+		t.Errorf("dlq list lacks %s:\n%s", id, out)
+	}
+	f.mustRun(t, exitOK, "dlq", "discard", id, "--reason", "bad headers from the import script")
+	if s := f.status(t, id); s != "DISCARDED" {
+		t.Errorf("discarded message is %s, want DISCARDED", s)
+	}
+}
+
 func TestDLQReplay_ByIDUnblocksAggregateAndRecordsAudit(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t)

@@ -1,9 +1,10 @@
 -- Ops.DeadLetter: what outbox.Record does not carry: when the message was
--- discarded, and how many later messages of its aggregate are unsent
--- (through outbox_messages_unsent_by_aggregate).
+-- discarded, how many later messages of its aggregate are unsent (through
+-- outbox_messages_unsent_by_aggregate), and the headers column as stored
+-- (shown when it cannot be read as headers).
 --
 -- $1 seq.
-SELECT m.discarded_at,
+SELECT m.discarded_at, m.headers::text,
        (SELECT count(*)
         FROM {{schema}}.outbox_messages l
         WHERE l.aggregate_type = m.aggregate_type

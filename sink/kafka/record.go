@@ -38,7 +38,9 @@ const (
 // not UTF-8 or is longer than limits.MaxHeaderValueBytes, more than
 // limits.MaxHeaders entries. Enqueue refuses such a message; a row written
 // into the outbox table with plain SQL bypasses it, and is caught here.
-// The error wraps [outbox.ErrInvalidMessage] and is a
+// So is a record the store could not read whole ([outbox.Record.Invalid]:
+// headers that are not a JSON object of string values), refused with that
+// reason. The error wraps [outbox.ErrInvalidMessage] and is a
 // *[outbox.ValidationError] naming the header and the rule. [Sink.Publish]
 // returns it as a permanent error, so the relay dead-letters the message
 // with that reason rather than publish it with headers removed: it stays
@@ -53,6 +55,9 @@ const (
 // Record is exported so that every way of publishing (the relay's sink, or
 // change data capture) writes the same contract.
 func Record(rec outbox.Record, topic string, limits outbox.Limits) (*kgo.Record, error) {
+	if rec.Invalid != nil {
+		return nil, rec.Invalid
+	}
 	if err := outbox.ValidateHeaders(limits, rec.Headers); err != nil {
 		return nil, err
 	}

@@ -78,6 +78,21 @@ func TestRecord_OwnHeadersBreakingARule_AreRefusedNamingTheHeader(t *testing.T) 
 	}
 }
 
+// A stored message that the store could not read whole (Record.Invalid:
+// headers that are not a JSON object of string values) is refused with
+// that reason, as when something other than the relay publishes it (CDC,
+// republishing).
+func TestRecord_InvalidStoredMessage_IsRefusedWithItsReason(t *testing.T) {
+	t.Parallel()
+	r := rec("order-1", 1)
+	invalid := &outbox.ValidationError{Index: -1, Field: `headers["x"]`, Rule: "value must be a string, is a number"}
+	r.Invalid = invalid
+	kr, err := kafka.Record(r, "orders", outbox.Limits{})
+	if kr != nil || err != invalid {
+		t.Errorf("Record = %v, %v; want no record and the message's Invalid", kr, err)
+	}
+}
+
 func TestRecord_OwnHeadersAtTheLimits_FollowTheRelaysHeaders(t *testing.T) {
 	t.Parallel()
 	limits := outbox.Limits{MaxHeaders: 3, MaxHeaderValueBytes: 5}

@@ -42,10 +42,11 @@ func harness(b *bundle) storetest.Harness {
 			}
 			return errors.Join(b.store.Enqueue(ctx, tx, msgs...), tx.Rollback(ctx))
 		},
-		Get:         b.store.Get,
-		ErrNotFound: pgstore.ErrNotFound,
-		Counts:      b.store.Counts,
-		Concurrent:  true,
+		Get:             b.store.Get,
+		ErrNotFound:     pgstore.ErrNotFound,
+		Counts:          b.store.Counts,
+		InsertUnchecked: b.insertUnchecked,
+		Concurrent:      true,
 	}
 }
 

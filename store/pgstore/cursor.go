@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -233,9 +233,10 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 			r.Status = outbox.StatusPending
 			r.NextAttemptAt = r.CreatedAt
 			if headers != nil {
-				if err := jsonUnmarshalHeaders(*headers, &r.Headers); err != nil {
-					return fmt.Errorf("headers of seq %d: %w", r.Seq, err)
-				}
+				// A row whose headers break the rule is handed out with
+				// Invalid set, for the relay to dead-letter: it must not
+				// fail the read of the rows beside it.
+				r.Headers, r.Invalid = rowheaders.Decode([]byte(*headers))
 			}
 			row.queued = deref(status) == statusQueued
 			row.blocked = deref(blocked)
@@ -892,11 +893,6 @@ func (cs *cursorState) claimModeChecked(active bool) {
 		cs.mode = modeCursor
 		cs.checkedAt = time.Time{}
 	}
-}
-
-// jsonUnmarshalHeaders decodes the headers column's JSON text.
-func jsonUnmarshalHeaders(text string, h *map[string]string) error {
-	return json.Unmarshal([]byte(text), h)
 }
 
 func nullToken(t uuid.UUID, valid bool) *uuid.UUID {

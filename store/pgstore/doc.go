@@ -96,6 +96,18 @@
 //     012), so that every INSERT, [Store.Enqueue]'s or a writer's own SQL,
 //     has its transaction id before its rows take their seqs: cursor mode
 //     relies on it to never pass a seq that may still commit.
+//   - A row-level BEFORE INSERT OR UPDATE OF headers trigger,
+//     outbox_messages_headers_are_strings (migration 015): headers must be
+//     a JSON object whose values are strings. A writer with its own SQL
+//     that writes other JSON gets a check violation (SQLSTATE 23514) with
+//     that constraint name and an error saying which value is wrong, and
+//     its transaction rolls back. The relay's updates of a row's state do
+//     not fire it. A row written before the migration that breaks the rule
+//     is read with [outbox.Record.Invalid] set (the claim, [Store.Get] and
+//     [ScanRecord] read each row's headers on their own, so it fails no
+//     read of the rows beside it), and the relay dead-letters it with that
+//     reason. The function outbox_headers_are_strings(headers) finds such
+//     rows.
 //
 // # Indexes
 //

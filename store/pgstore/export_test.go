@@ -1,5 +1,10 @@
 package pgstore
 
+import (
+	"context"
+	"slices"
+)
+
 // ClaimSQL exposes the rendered claim statement to the EXPLAIN test.
 func (s *Store) ClaimSQL() string { return s.q.claim }
 
@@ -12,3 +17,12 @@ func (s *Store) ClaimFloorSQL() string { return s.q.claimFloor }
 
 // ClaimSpan is claimSpan, for tests.
 func ClaimSpan(limit int) int64 { return claimSpan(limit) }
+
+// MigrateThrough is Migrate with the embedded migrations up to version
+// only, as a release of that version would apply them.
+func (s *Store) MigrateThrough(ctx context.Context, version int) error {
+	all := s.migrations
+	defer func() { s.migrations = all }()
+	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m Migration) bool { return m.Version > version })
+	return s.Migrate(ctx)
+}

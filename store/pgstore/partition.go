@@ -263,6 +263,9 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx) error {
 		"ALTER TABLE " + table + " RENAME TO outbox_messages_legacy",
 		"DROP TRIGGER IF EXISTS outbox_messages_notify ON " + legacy,
 		"DROP TRIGGER IF EXISTS outbox_messages_xact_id ON " + legacy,
+		// A row trigger of the parent is cloned to the partitions,
+		// outbox_messages_legacy among them once attached.
+		"DROP TRIGGER IF EXISTS outbox_messages_headers_are_strings ON " + legacy,
 	}
 	for _, name := range indexNames {
 		// Renaming an index that backs a constraint renames the
@@ -296,6 +299,10 @@ func (s *Store) convert(ctx context.Context, tx pgx.Tx) error {
 			" FOR EACH STATEMENT EXECUTE FUNCTION " + ident("outbox_notify") + "()",
 		"CREATE TRIGGER outbox_messages_xact_id BEFORE INSERT ON " + table +
 			" FOR EACH STATEMENT WHEN (pg_current_xact_id_if_assigned() IS NULL) EXECUTE FUNCTION " + ident("outbox_xact_id") + "()",
+		// Migration 015's.
+		"CREATE TRIGGER outbox_messages_headers_are_strings BEFORE INSERT OR UPDATE OF headers ON " + table +
+			" FOR EACH ROW WHEN (NEW.headers <> '{}'::jsonb AND NOT " + ident("outbox_headers_are_strings") + "(NEW.headers))" +
+			" EXECUTE FUNCTION " + ident("outbox_refuse_headers") + "()",
 	}
 	steps = append(steps, indexDefs...)
 	for _, st := range steps {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -37,9 +38,10 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 // new random token, with the guarantees of [store.Queue]: only due messages,
 // only the head of each aggregate, never a message another claim holds. It is
 // one round trip and one short transaction; no transaction stays open
-// afterwards. Records are in Seq order. A Limit below 1 claims nothing; a
-// Lease shorter than a millisecond is an error, since such a lease would
-// expire at once.
+// afterwards. Records are in Seq order; a row whose headers are not a JSON
+// object of string values is among them with Invalid set (see
+// [store.Queue]). A Limit below 1 claims nothing; a Lease shorter than a
+// millisecond is an error, since such a lease would expire at once.
 //
 // The claim scans the due messages in seq order from the claim floor (see
 // Config.FullClaimInterval).
@@ -731,7 +733,9 @@ func (s *Store) releaseTable(ctx context.Context, token uuid.UUID, seqs []int64)
 }
 
 // Get returns the message with the event id, whatever its status. It
-// returns an error wrapping [ErrNotFound] when there is none.
+// returns an error wrapping [ErrNotFound] when there is none. A row whose
+// headers are not a JSON object of string values (written before migration
+// 015) is returned with Invalid set and no Headers, not as an error.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
 	rows, err := s.pool.Query(ctx, s.q.get, id)
 	if err != nil {
@@ -776,7 +780,9 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 }
 
 // scanRecord scans the columns that claim.sql returns and get.sql selects,
-// in that order.
+// in that order. A row whose headers are not a JSON object of string values
+// is returned with Invalid set and no Headers, not as an error, so that it
+// fails no read of the rows beside it (see outbox.Record.Invalid).
 func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 	return scanRecordAnd(row)
 }
@@ -791,10 +797,11 @@ func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) 
 		status                                       string
 		leaseOwner                                   *string
 		leaseExpiresAt, publishedAt                  *time.Time
+		headers                                      []byte // the JSON text, decoded by rowheaders
 	)
 	dest := append([]any{
 		&r.Seq, &id, &aggregateType, &aggregateID, &eventType, &eventVersion,
-		&r.Topic, &r.Payload, &ctype, &r.Headers, &r.CorrelationID, &r.CausationID,
+		&r.Topic, &r.Payload, &ctype, &headers, &r.CorrelationID, &r.CausationID,
 		&r.TraceParent, &r.CreatedAt, &status, &r.Attempts, &r.NextAttemptAt, &r.LastError,
 		&leaseOwner, &leaseExpiresAt, &publishedAt,
 	}, extra...)
@@ -818,9 +825,7 @@ func scanRecordAnd(row pgx.CollectableRow, extra ...any) (outbox.Record, error) 
 	if publishedAt != nil {
 		r.PublishedAt = *publishedAt
 	}
-	if len(r.Headers) == 0 {
-		r.Headers = nil
-	}
+	r.Headers, r.Invalid = rowheaders.Decode(headers)
 	return r, nil
 }
 

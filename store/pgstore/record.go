@@ -15,5 +15,8 @@ const RecordColumns = "seq, id, aggregate_type, aggregate_id, event_type, event_
 	"lease_owner, lease_expires_at, published_at"
 
 // ScanRecord scans one row of [RecordColumns] into a record. It is a
-// pgx.RowToFunc, for pgx.CollectRows.
+// pgx.RowToFunc, for pgx.CollectRows. A row whose headers are not a JSON
+// object of string values (written with plain SQL before migration 015) is
+// no error: its record has Invalid set and no Headers, so that one such row
+// does not fail a read of many.
 func ScanRecord(row pgx.CollectableRow) (outbox.Record, error) { return scanRecord(row) }

@@ -20,9 +20,10 @@ import (
 // new random token, with the guarantees of [store.Queue]: only due messages,
 // only the head of each aggregate, never a message another claim holds. It is
 // a short write transaction of its own; no transaction stays open
-// afterwards. Records are in Seq order. A Limit below 1 claims nothing; a
-// Lease shorter than a millisecond is an error, since such a lease would
-// expire at once.
+// afterwards. Records are in Seq order; a row whose headers are not a JSON
+// object of string values is among them with Invalid set (see
+// [store.Queue]). A Limit below 1 claims nothing; a Lease shorter than a
+// millisecond is an error, since such a lease would expire at once.
 //
 // The heads come from a walk in seq order over claimSpan(Limit) seqs from
 // the first due message (oldest first) and, when that finds too few and a

@@ -102,10 +102,17 @@
 //   - outbox_messages: one row per message, a STRICT table. seq
 //     (INTEGER PRIMARY KEY AUTOINCREMENT, never reused) orders messages; id
 //     (unique, the UUID as text) is the event id; payload is a BLOB; headers
-//     a JSON object; status is one of PENDING, IN_FLIGHT, SENT, FAILED,
-//     DEAD_LETTER; attempts, next_attempt_at and last_error drive retries;
-//     lease_owner, lease_token and lease_expires_at are the relay's lease;
-//     published_at is set when the broker acknowledged.
+//     a JSON object whose values are strings; status is one of PENDING,
+//     IN_FLIGHT, SENT, FAILED, DEAD_LETTER; attempts, next_attempt_at and
+//     last_error drive retries; lease_owner, lease_token and
+//     lease_expires_at are the relay's lease; published_at is set when the
+//     broker acknowledged. Triggers (migration 002) abort an INSERT, or an
+//     UPDATE of headers, whose headers are other JSON, with the error
+//     "outbox_messages.headers must be a JSON object of string values". A
+//     row written before that migration that breaks the rule is read with
+//     [outbox.Record.Invalid] set, by the claim and [Store.Get] alike,
+//     without failing the read of the rows beside it, and the relay
+//     dead-letters it with that reason.
 //   - outbox_migrations: the applied migration versions.
 //
 // Its partial indexes match PostgreSQL's, and each statement says which it

@@ -1,5 +1,10 @@
 package sqlitestore
 
+import (
+	"context"
+	"slices"
+)
+
 // CleanupSQL exposes a rendered statement to the query plan tests.
 func (s *Store) CleanupSQL() string { return s.q.cleanup }
 
@@ -22,3 +27,12 @@ func (s *Store) ClaimSteps() []ClaimStep {
 
 // ClaimSpan is claimSpan for tests.
 func ClaimSpan(limit int) int { return claimSpan(limit) }
+
+// MigrateThrough is Migrate with the embedded migrations up to version
+// only, as a release of that version would apply them.
+func (s *Store) MigrateThrough(ctx context.Context, version int) error {
+	all := s.migrations
+	defer func() { s.migrations = all }()
+	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m Migration) bool { return m.Version > version })
+	return s.Migrate(ctx)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -92,7 +93,9 @@ func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int
 }
 
 // Get returns the message with the event id, whatever its status. It
-// returns an error wrapping [ErrNotFound] when there is none.
+// returns an error wrapping [ErrNotFound] when there is none. A row whose
+// headers are not a JSON object of string values (written before migration
+// 002) is returned with Invalid set and no Headers, not as an error.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
 	rows, err := s.db.QueryContext(ctx, s.q.get, id.String())
 	if err != nil {
@@ -195,11 +198,10 @@ func scanRecord(rows *sql.Rows) (outbox.Record, error) {
 	if r.ID, err = uuid.Parse(id); err != nil {
 		return outbox.Record{}, fmt.Errorf("message %d: id %q: %w", r.Seq, id, err)
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &r.Headers); err != nil {
-			return outbox.Record{}, fmt.Errorf("message %d: headers: %w", r.Seq, err)
-		}
-	}
+	// A row whose headers break the rule (written with plain SQL before
+	// migration 002) is returned with Invalid set, not as an error: it
+	// must not fail the claim or read of the rows beside it.
+	r.Headers, r.Invalid = rowheaders.Decode([]byte(headers))
 	if r.Payload == nil {
 		r.Payload = []byte{}
 	}

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +28,7 @@ var claimSpecs = []spec{
 	{"Claim_ConcurrentClaimsNeverShareAMessage", testClaimConcurrentClaimsNeverShareAMessage},
 	{"Claim_FindsAHeadBehindALongBlockedBacklog", testClaimFindsAHeadBehindALongBlockedBacklog},
 	{"Claim_TakesTurnsBetweenAggregatesBehindABlockedBacklog", testClaimTakesTurnsBetweenAggregatesBehindABlockedBacklog},
+	{"Claim_RowWithHeadersNotStringsIsInvalidAndStopsNoOther", testClaimRowWithHeadersNotStringsIsInvalidAndStopsNoOther},
 }
 
 // blockedBacklog is longer than any store's claim looks at in seq order
@@ -314,5 +317,81 @@ func testClaimTakesTurnsBetweenAggregatesBehindABlockedBacklog(t *testing.T, s *
 		if n != rounds {
 			t.Errorf("aggregate %s served %d times in %d rounds", id, n, rounds)
 		}
+	}
+}
+
+// badHeaders are headers column values that break the rule, with the field
+// and rule Record.Invalid must name for each.
+var badHeaders = []struct{ json, field, rule string }{
+	{`{"x": 1}`, `headers["x"]`, "value must be a string, is a number"},
+	{`{"a": "ok", "x": null}`, `headers["x"]`, "value must be a string, is null"},
+	{`[]`, "headers", "must be a JSON object of string values, is an array"},
+	{`null`, "headers", "must be a JSON object of string values, is null"},
+}
+
+// A row written with plain SQL whose headers are not a JSON object of
+// string values is claimed as the head of its aggregate, with
+// Record.Invalid naming the column and the rule, beside the valid messages
+// of the batch, which the claim returns whole; Get reads it too. Once it is
+// dead-lettered, the later message of its aggregate waits behind it.
+func testClaimRowWithHeadersNotStringsIsInvalidAndStopsNoOther(t *testing.T, s *suite) {
+	if s.h.InsertUnchecked == nil {
+		t.Skip("the harness cannot write a row with other headers")
+	}
+	valid := fullMessage()
+	before := s.enqueue(t, valid)[0]
+	bad := make([]outbox.Message, len(badHeaders))
+	for i, b := range badHeaders {
+		bad[i] = msg("Order", fmt.Sprint("bad-", i))
+		if err := s.h.InsertUnchecked(s.ctx, bad[i], b.json); err != nil {
+			t.Fatalf("InsertUnchecked(%s): %v", b.json, err)
+		}
+	}
+	behind := s.enqueue(t, msg("Order", "bad-0"))[0]
+	after := s.enqueue(t, msg("Order", "other"))[0]
+
+	c := s.claim(t, 10, time.Minute)
+	if len(c.Records) != 2+len(bad) || c.Records[0].Seq != before || c.Records[len(c.Records)-1].Seq != after {
+		t.Fatalf("claimed seqs %v; want %d (valid), the %d rows with bad headers and %d, not %d behind one",
+			seqsOf(c.Records), before, len(bad), after, behind)
+	}
+	for _, rec := range []outbox.Record{c.Records[0], c.Records[len(c.Records)-1]} {
+		if rec.Invalid != nil {
+			t.Errorf("valid message %d claimed with Invalid %v", rec.Seq, rec.Invalid)
+		}
+	}
+	if got := c.Records[0]; !maps.Equal(got.Headers, valid.Headers) {
+		t.Errorf("valid message's headers %v; want %v", got.Headers, valid.Headers)
+	}
+	var failures []store.Failure
+	for i, rec := range c.Records[1 : 1+len(bad)] {
+		assertInvalidHeaders(t, "claimed", rec, bad[i].ID, badHeaders[i].field, badHeaders[i].rule)
+		failures = append(failures, store.Failure{Seq: rec.Seq, Error: rec.Invalid.Error(), CountAttempt: true, Dead: true})
+	}
+	assertInvalidHeaders(t, "Get", s.get(t, bad[0].ID), bad[0].ID, badHeaders[0].field, badHeaders[0].rule)
+
+	s.markSent(t, c.Token, []int64{before, after}, 2)
+	s.markFailed(t, c.Token, int64(len(failures)), failures...)
+	if c := s.claim(t, 10, time.Minute); len(c.Records) != 0 {
+		t.Errorf("claim after the dead letters took %v; want nothing (%d waits behind a dead letter)", seqsOf(c.Records), behind)
+	}
+	dead := s.get(t, bad[0].ID)
+	if dead.Status != outbox.StatusDeadLetter || dead.LastError != failures[0].Error {
+		t.Errorf("row with bad headers: %s, last error %q; want DEAD_LETTER with %q", dead.Status, dead.LastError, failures[0].Error)
+	}
+}
+
+// assertInvalidHeaders checks that rec is the message id, read without
+// headers and with Invalid naming field and rule.
+func assertInvalidHeaders(t *testing.T, what string, rec outbox.Record, id uuid.UUID, field, rule string) {
+	t.Helper()
+	var ve *outbox.ValidationError
+	switch {
+	case rec.ID != id:
+		t.Errorf("%s: record %d has id %s; want %s", what, rec.Seq, rec.ID, id)
+	case !errors.As(rec.Invalid, &ve) || !errors.Is(rec.Invalid, outbox.ErrInvalidMessage):
+		t.Errorf("%s: record %d: Invalid %v; want a *outbox.ValidationError", what, rec.Seq, rec.Invalid)
+	case ve.Field != field || ve.Rule != rule || rec.Headers != nil:
+		t.Errorf("%s: record %d: Invalid %q, headers %v; want field %s, rule %q, no headers", what, rec.Seq, rec.Invalid, rec.Headers, field, rule)
 	}
 }

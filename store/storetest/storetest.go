@@ -37,6 +37,12 @@ type Harness struct {
 	// batches of at most batch rows, and returns how many it deleted.
 	// Defaults to nil, which skips the subtests that need it.
 	Cleanup func(ctx context.Context, olderThan time.Duration, batch int) (int64, error)
+	// InsertUnchecked writes m as a row whose headers column holds headers,
+	// JSON text taken as it is, with plain SQL that bypasses the store's
+	// rule that headers are a JSON object of string values: a row written
+	// before that rule existed. m.Headers is ignored. Defaults to nil,
+	// which skips the subtests that need it.
+	InsertUnchecked func(ctx context.Context, m outbox.Message, headers string) error
 	// Concurrent says that several claims may run at the same time (several
 	// connections). Defaults to false, which skips the concurrent-claims
 	// subtest.
