@@ -180,7 +180,7 @@ func Start(cfg Config) (*Broker, error) {
 	if len(cfg.SeedTopics) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := b.createTopics(ctx, cfg.SeedTopics, cfg.Partitions); err != nil {
+		if err := b.CreateTopics(ctx, cfg.Partitions, cfg.SeedTopics...); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -200,13 +200,16 @@ func createOnFirstUse(c *kfake.Cluster) {
 	})
 }
 
-// createTopics creates the topics that do not exist yet. A restarted
+// CreateTopics creates those of topics that do not exist yet, with
+// partitions partitions each (0 or less: Config.Partitions), as a Kafka
+// admin client would: the seed topics at Start, or a topic that a relay
+// waits for. An error names the topic the broker refused. A restarted
 // cluster keeps its topics, so this is done with a request rather than
 // kfake.SeedTopics, which only applies to a cluster started afresh.
-func (b *Broker) createTopics(ctx context.Context, topics []string, partitions int) error {
+func (b *Broker) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...))
 	if err != nil {
-		return fmt.Errorf("broker: create seed topics: %w", err)
+		return fmt.Errorf("broker: create topics: %w", err)
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -215,16 +218,19 @@ func (b *Broker) createTopics(ctx context.Context, topics []string, partitions i
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic = t
 		rt.NumPartitions = int32(partitions)
+		if partitions <= 0 {
+			rt.NumPartitions = -1 // the broker's default, Config.Partitions
+		}
 		rt.ReplicationFactor = -1
 		req.Topics = append(req.Topics, rt)
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("broker: create seed topics: %w", err)
+		return fmt.Errorf("broker: create topics: %w", err)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("broker: create seed topic %s: %w", t.Topic, err)
+			return fmt.Errorf("broker: create topic %s: %w", t.Topic, err)
 		}
 	}
 	return nil

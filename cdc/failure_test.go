@@ -270,7 +270,9 @@ func TestMissingTopic_WaitsCountingNothingThenDelivers(t *testing.T) {
 		t.Fatalf("head of the missing topic: %d attempts, last error %q; want 0 and the reason", head.Attempts, head.LastError)
 	}
 
-	createTopic(t, e.broker.Addrs(), e.topic)
+	if err := e.broker.CreateTopics(context.Background(), 0, e.topic); err != nil {
+		t.Fatal(err)
+	}
 	checkOrder(t, e.consumed(3, 30*time.Second), map[string]int{"x": 3})
 	for n := range 3 {
 		e.waitStatus("x", n, outbox.StatusSent, 10*time.Second)

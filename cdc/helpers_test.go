@@ -11,9 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
@@ -246,29 +244,6 @@ func consumeTopic(t testing.TB, addrs []string, topic string, want int, within t
 		t.Fatalf("%d of %d messages of %s delivered within %s", len(distinct), want, topic, within)
 	}
 	return recs
-}
-
-// createTopic creates topic with three partitions.
-func createTopic(t testing.TB, addrs []string, topic string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 3, 1
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
 }
 
 func header(r *kgo.Record, key string) string {

@@ -376,12 +376,7 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, stats 
 // act replays or discards a dead letter and answers with the page, read
 // afresh, showing the outcome.
 func (p *Page) act(w http.ResponseWriter, r *http.Request) {
-	if auth, err := p.authorized(r); err != nil || !auth {
-		p.refuse(w, err, http.StatusForbidden, "replay and discard need the status page's token")
-		return
-	}
-	if err := parseForm(r); err != nil {
-		p.refuse(w, err, http.StatusBadRequest, "")
+	if !p.admitAction(w, r) {
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
@@ -390,23 +385,7 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := ops.Request{Actor: p.cfg.Actor, Reason: r.PostForm.Get("reason"), IDs: []uuid.UUID{id}}
-	var res ops.Result
-	switch r.PathValue("action") {
-	case "replay":
-		res, err = p.cfg.Ops.Replay(r.Context(), req)
-	case "discard":
-		res, err = p.cfg.Ops.Discard(r.Context(), req)
-	default:
-		http.Error(w, "unknown action", http.StatusNotFound)
-		return
-	}
-	if err != nil {
-		p.render(w, r, actionStatus(err), p.cfg.Ops.Stats, banner{err: err.Error()}, true)
-		return
-	}
-	p.cfg.Logger.Info("status page action", slog.String("action", r.PathValue("action")), slog.String("message_id", id.String()),
-		slog.Int64("audit_id", res.AuditID))
-	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats, banner{done: r.PathValue("action") + " " + id.String()}, true)
+	p.runAction(r.Context(), w, r, req, id.String())
 }
 
 // groupKeyRe is the form of a group's key (ops.DeadLetterGroup.Key).
@@ -417,12 +396,7 @@ var groupKeyRe = regexp.MustCompile(`^[0-9a-f]{8}$`)
 // goes on if the browser leaves, so that a large group is not stopped half
 // way.
 func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
-	if auth, err := p.authorized(r); err != nil || !auth {
-		p.refuse(w, err, http.StatusForbidden, "replay and discard need the status page's token")
-		return
-	}
-	if err := parseForm(r); err != nil {
-		p.refuse(w, err, http.StatusBadRequest, "")
+	if !p.admitAction(w, r) {
 		return
 	}
 	key := r.PathValue("key")
@@ -431,10 +405,31 @@ func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := ops.Request{Actor: p.cfg.Actor, Reason: r.PostForm.Get("reason"), Filter: &ops.Filter{Group: key}}
-	ctx := context.WithoutCancel(r.Context())
+	p.runAction(context.WithoutCancel(r.Context()), w, r, req, "group "+key)
+}
+
+// admitAction checks an action's token, then reads its form; it answers
+// the request itself and returns false when either fails.
+func (p *Page) admitAction(w http.ResponseWriter, r *http.Request) bool {
+	if auth, err := p.authorized(r); err != nil || !auth {
+		p.refuse(w, err, http.StatusForbidden, "replay and discard need the status page's token")
+		return false
+	}
+	if err := parseForm(r); err != nil {
+		p.refuse(w, err, http.StatusBadRequest, "")
+		return false
+	}
+	return true
+}
+
+// runAction replays or discards what req selects, as the request's path
+// says, and answers with the page showing the outcome; what names the
+// selection in the log and on the page.
+func (p *Page) runAction(ctx context.Context, w http.ResponseWriter, r *http.Request, req ops.Request, what string) {
+	action := r.PathValue("action")
 	var res ops.Result
 	var err error
-	switch r.PathValue("action") {
+	switch action {
 	case "replay":
 		res, err = p.cfg.Ops.Replay(ctx, req)
 	case "discard":
@@ -443,14 +438,13 @@ func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown action", http.StatusNotFound)
 		return
 	}
-	p.cfg.Logger.Info("status page group action", slog.String("action", r.PathValue("action")), slog.String("group", key),
+	p.cfg.Logger.Info("status page action", slog.String("action", action), slog.String("of", what),
 		slog.Int("messages", len(res.IDs)), slog.Any("audit_ids", res.AuditIDs), slog.Any("error", err))
 	if err != nil {
 		p.render(w, r, actionStatus(err), p.cfg.Ops.Stats, banner{err: err.Error()}, true)
 		return
 	}
-	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats,
-		banner{done: fmt.Sprintf("%s group %s: %d message(s)", r.PathValue("action"), key, len(res.IDs))}, true)
+	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats, banner{done: fmt.Sprintf("%s %s: %d message(s)", action, what, len(res.IDs))}, true)
 }
 
 // actionStatus is the HTTP status of a failed replay or discard.

@@ -51,21 +51,8 @@ func runRelay(t *testing.T, st *pgstore.Store, addrs []string, topic string, mod
 	if mod != nil {
 		mod(&cfg)
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		c, done := context.WithTimeout(context.Background(), 30*time.Second)
-		defer done()
-		_ = r.Stop(c)
-		ks.Close()
-	})
+	t.Cleanup(func() { ks.Close() }) // after the relay stopped
+	startTestRelay(t, cfg)
 }
 
 // checkOrder asserts that every (aggregate, n) in want was delivered and

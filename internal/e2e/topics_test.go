@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,9 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
@@ -64,10 +60,10 @@ func testMissingTopic(t *testing.T, cursor bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ks.Close() }) // after the relay stopped
 	counted := &countingSink{Sink: ks}
 	startTestRelay(t, relay.Config{Store: st, Sink: counted, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
 		RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 2, Logger: quietLogger()})
-	t.Cleanup(func() { ks.Close() })
 
 	e := &env{t: t, pool: pool, store: st, schema: schema, addrs: b.Addrs(), topic: "orders"}
 	var invoices []uuid.UUID
@@ -100,7 +96,9 @@ func testMissingTopic(t *testing.T, cursor bool) {
 		t.Errorf("the sink's status of invoices = %+v, want unavailable, UNKNOWN_TOPIC_OR_PARTITION", st)
 	}
 
-	createTopic(t, b.Addrs(), "invoices")
+	if err := b.CreateTopics(ctx, 0, "invoices"); err != nil {
+		t.Fatal(err)
+	}
 	recs := consumed(t, b.Addrs(), "invoices", 3, 30*time.Second)
 	if dups := checkOrder(t, recs, map[string]int{"inv-1": 3}); dups != 0 {
 		t.Logf("%d duplicates", dups)
@@ -137,29 +135,6 @@ func topicStatus(s sink.TopicReporter, topic string) sink.TopicStatus {
 		}
 	}
 	return sink.TopicStatus{}
-}
-
-// createTopic creates topic with three partitions.
-func createTopic(t *testing.T, addrs []string, topic string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 3, 1
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
 }
 
 // The newcomer's path, with no flags beyond where things are: `outbox
