@@ -103,8 +103,8 @@ type Config struct {
 	MaxAttempts int
 	// RetryBase and RetryMax shape the delay before retry n:
 	// min(RetryMax, RetryBase * 2^n), with jitter of up to half of it
-	// subtracted. Default to 1s and 300s (the seeds' 2^attempt seconds,
-	// capped at 300s).
+	// subtracted. Default to 1s and 300s (2^attempt seconds, capped at
+	// 300s).
 	RetryBase, RetryMax time.Duration
 	// UnavailableBackoffMax caps the pause of the whole relay while the
 	// broker is unreachable (it starts at 500ms and doubles). Defaults

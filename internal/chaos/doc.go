@@ -1,7 +1,7 @@
 // Package chaos is a fault-injection harness for the whole outbox system,
 // with a checker that does not trust the system it checks.
 //
-// [Run] starts the real processes of the order system from the seeds, each
+// [Run] starts the real processes of the reference order system, each
 // as a child process of the outbox binary (two order services, several
 // relays, the billing and inventory consumers, and the embedded broker with
 // an on-disk data directory), against real PostgreSQL. Every link to

@@ -17,7 +17,7 @@ func newDemoCommand(a *app) *cobra.Command {
 		Use:     "demo",
 		GroupID: "try",
 		Short:   "Run the whole order system in one process, with nothing installed, and check it",
-		Long: `demo runs the order system of the seeds in one process: the order service
+		Long: `demo runs the reference order system in one process: the order service
 (HTTP on 127.0.0.1, port printed), its outbox and relay, the billing and
 inventory consumers with their inboxes, the inventory's own outbox and relay,
 and the embedded Kafka-protocol broker, on SQLite files in a data directory.

@@ -46,8 +46,8 @@ func newExampleCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "example",
 		GroupID: "try",
-		Short:   "Run a piece of the seeds' order system: orders, billing or inventory",
-		Long: `example runs one piece of the order system described in the seeds, each as
+		Short:   "Run a piece of the reference order system: orders, billing or inventory",
+		Long: `example runs one piece of the reference order system, each as
 a process of its own, against PostgreSQL (--database-url) and a Kafka-protocol
 broker (--kafka-brokers):
 

@@ -1,4 +1,4 @@
-// Package demo runs the whole order system of the seeds in one process, with
+// Package demo runs the whole reference order system in one process, with
 // nothing installed: 'outbox demo'. [Run] starts
 //
 //   - three SQLite databases in a data directory, one per service, as each

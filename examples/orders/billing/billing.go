@@ -1,4 +1,4 @@
-// Package billing is the billing consumer of the seeds' order system
+// Package billing is the billing consumer of the reference order system
 // (consumer group "billing"): one invoice per order, however often its
 // OrderPlaced arrives, and a credit note when a paid order is cancelled.
 //

@@ -1,5 +1,5 @@
-// Package inventory is the inventory consumer of the seeds' order system
-// (consumer group "inventory-service", as in the seeds): it reserves an
+// Package inventory is the inventory consumer of the reference order system
+// (consumer group "inventory-service"): it reserves an
 // order's items once, however often its OrderPlaced arrives, releases the
 // reservation when the order is cancelled, and settles it when the order
 // ships.
@@ -44,7 +44,7 @@ import (
 
 const (
 	// Group is the inventory's Kafka consumer group and inbox consumer
-	// name, as in the seeds.
+	// name.
 	Group = "inventory-service"
 	// DefaultSchema is the default of Config.Schema.
 	DefaultSchema = "inventory"
