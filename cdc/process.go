@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/backoff"
 	"github.com/outbox-dev/outbox/sink"
 )
 
@@ -393,13 +393,7 @@ func recAttrs(rec outbox.Record, extra ...any) []any {
 // `attempt` failures: min(RetryMax, RetryBase*2^attempt), minus a random
 // jitter of up to half.
 func (r *Relay) retryDelay(attempt int) time.Duration {
-	d := r.cfg.RetryMax
-	if attempt < 40 {
-		if e := r.cfg.RetryBase << attempt; e > 0 && e < d {
-			d = e
-		}
-	}
-	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+	return backoff.Delay(r.cfg.RetryBase, r.cfg.RetryMax, attempt)
 }
 
 // cleanError makes an error text storable and bounded: valid UTF-8 without

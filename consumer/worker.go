@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/internal/backoff"
 )
 
 // commitTimeout bounds one offset commit. A commit that fails is not
@@ -288,13 +288,7 @@ func (w *worker) park(msg inbox.Message, attempts int, cause error) bool {
 // backoff is the wait before retry n: min(RetryMax, RetryBase*2^(n-1)),
 // minus up to half of it as jitter.
 func (w *worker) backoff(n int) time.Duration {
-	d := w.r.cfg.RetryMax
-	if n <= 30 {
-		if e := w.r.cfg.RetryBase << (n - 1); e > 0 && e < d {
-			d = e
-		}
-	}
-	return d - rand.N(d/2+1)
+	return backoff.Delay(w.r.cfg.RetryBase, w.r.cfg.RetryMax, n-1)
 }
 
 // sleep waits for d, or returns false at once when the worker is stopped.

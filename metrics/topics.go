@@ -15,7 +15,7 @@ var ErrNoTopics = errors.New("metrics: the topics function is required")
 // read through fn (a [sink.TopicReporter]'s Topics) on each scrape:
 //
 //	relay_topic_published_total{topic}  counter  records of the topic the broker acknowledged since the relay started
-//	relay_topic_unavailable{topic}      gauge    1 while the topic cannot take records (missing, not authorized, no leader); its messages wait
+//	relay_topic_unavailable{topic,reason} gauge  1 while the topic cannot take records (missing, not authorized); its messages wait
 func NewTopics(reg prometheus.Registerer, fn func() []sink.TopicStatus) error {
 	if fn == nil {
 		return ErrNoTopics
@@ -25,7 +25,7 @@ func NewTopics(reg prometheus.Registerer, fn func() []sink.TopicStatus) error {
 		published: prometheus.NewDesc("outbox_relay_topic_published_total",
 			"Records of the topic the broker acknowledged since the relay started.", []string{"topic"}, nil),
 		unavailable: prometheus.NewDesc("outbox_relay_topic_unavailable",
-			"1 while the topic cannot take records (it does not exist, the relay may not write to it, or it has no leader); its messages wait without counting attempts.",
+			"1 while the topic cannot take records (it does not exist, or the relay may not write to it); its messages wait without counting attempts.",
 			[]string{"topic", "reason"}, nil),
 	})
 }

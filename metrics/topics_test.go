@@ -31,7 +31,7 @@ func TestTopics_PublishedAndUnavailableByTopic(t *testing.T) {
 # TYPE outbox_relay_topic_published_total counter
 outbox_relay_topic_published_total{topic="invoices"} 0
 outbox_relay_topic_published_total{topic="orders"} 42
-# HELP outbox_relay_topic_unavailable 1 while the topic cannot take records (it does not exist, the relay may not write to it, or it has no leader); its messages wait without counting attempts.
+# HELP outbox_relay_topic_unavailable 1 while the topic cannot take records (it does not exist, or the relay may not write to it); its messages wait without counting attempts.
 # TYPE outbox_relay_topic_unavailable gauge
 outbox_relay_topic_unavailable{reason="",topic="orders"} 0
 outbox_relay_topic_unavailable{reason="UNKNOWN_TOPIC_OR_PARTITION",topic="invoices"} 1

@@ -168,10 +168,14 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		}
 		return rows.Err()
 	})
-	o.queueTopics(b, &s)
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
 	}
+	topics, err := o.topics(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	s.Topics = topics
 	if tableRows < o.cfg.ExactCountBelow {
 		// A small table: count rather than estimate.
 		sentEstimate, queuedEstimate = -1, -1

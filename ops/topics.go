@@ -2,10 +2,12 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox/sink"
@@ -22,7 +24,7 @@ type Topic struct {
 	// LastPublishedAt is the last acknowledgement; zero if none.
 	LastPublishedAt time.Time
 	// UnavailableSince is when the topic stopped taking records (it does
-	// not exist, the relays may not write to it, it has no leader): its
+	// not exist, or the relays may not write to it): its
 	// messages wait. Zero while it takes them.
 	UnavailableSince time.Time
 	// Reason is the broker's answer while unavailable, such as
@@ -59,18 +61,23 @@ func timestamptz(t time.Time) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
 }
 
-// queueTopics queues the read of Stats.Topics.
-func (o *Ops) queueTopics(b *pgx.Batch, s *Stats) {
-	b.Queue(o.q.statsTopics).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
+// topics reads Stats.Topics. An outbox without migration 013 (a relay
+// binary upgraded before "outbox migrate") has no reports: none, not an
+// error, so that the statistics keep working meanwhile.
+func (o *Ops) topics(ctx context.Context) ([]Topic, error) {
+	rows, err := o.pool.Query(ctx, o.q.statsTopics)
+	var out []Topic
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Topic, error) {
 			var t Topic
 			var last, since *time.Time
-			if err := rows.Scan(&t.Topic, &t.PublishedLastHour, &last, &since, &t.Reason, &t.Fix); err != nil {
-				return err
-			}
+			err := row.Scan(&t.Topic, &t.PublishedLastHour, &last, &since, &t.Reason, &t.Fix)
 			t.LastPublishedAt, t.UnavailableSince = deref(last), deref(since)
-			s.Topics = append(s.Topics, t)
-		}
-		return rows.Err()
-	})
+			return t, err
+		})
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42P01" {
+		return nil, nil // undefined_table: before migration 013
+	}
+	return out, err
 }

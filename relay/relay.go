@@ -39,7 +39,9 @@
 //
 // # Lifecycle
 //
-// [Relay.Start] returns at once; [Relay.Stop] stops claiming, waits for
+// [Relay.Start] returns once the store's wake-ups are set up (at once with
+// Config.DisableListen; within pgstore.ListenProbeTimeout, 5s, behind a
+// pooler that does not deliver notifications); [Relay.Stop] stops claiming, waits for
 // outstanding acks up to Config.ShutdownTimeout, releases the leases of
 // whatever was not sent, closes the relay's listening connection, and is
 // safe to call more than once. Once Stop returned, the relay holds no
@@ -52,7 +54,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/backoff"
 	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/internal/failpoint"
 	"github.com/outbox-dev/outbox/sink"
@@ -115,8 +117,12 @@ func New(cfg Config) (*Relay, error) {
 // ID returns the relay's instance id, as stored in lease_owner.
 func (r *Relay) ID() string { return r.cfg.ID }
 
-// Start launches the workers and returns at once. ctx bounds the whole
-// run: when it is done the relay stops as if Stop had been called.
+// Start sets up the store's wake-ups (LISTEN, unless
+// Config.DisableListen), launches the workers and returns. Setting up
+// LISTEN takes a round trip, or up to pgstore.ListenProbeTimeout when its
+// test notification does not arrive (a transaction pooler); the relay
+// then polls. ctx bounds the whole run: when it is done the relay stops as
+// if Stop had been called.
 func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -795,13 +801,7 @@ func (r *Relay) fenced(token uuid.UUID, want int, got int64) {
 // retryDelay is the delay before the next attempt after `attempt` failures:
 // min(RetryMax, RetryBase*2^attempt), minus a random jitter of up to half.
 func (r *Relay) retryDelay(attempt int) time.Duration {
-	d := r.cfg.RetryMax
-	if attempt < 40 {
-		if e := r.cfg.RetryBase << attempt; e > 0 && e < d {
-			d = e
-		}
-	}
-	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+	return backoff.Delay(r.cfg.RetryBase, r.cfg.RetryMax, attempt)
 }
 
 func boolInt(b bool) int {

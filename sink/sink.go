@@ -8,9 +8,8 @@
 //     will never be accepted (too large, invalid): the relay dead-letters
 //     the message at once, with the broker's reason.
 //   - An error that wraps [ErrTopicUnavailable] (a [*TopicError]) says the
-//     record's topic cannot take records now: it does not exist (yet), the
-//     relay may not write to it, or its partitions have no leader or too
-//     few in-sync replicas. Not the message's fault: the message waits, in
+//     record's topic cannot take records now: it does not exist (yet), or
+//     the relay may not write to it. Not the message's fault: the message waits, in
 //     order, without counting an attempt, and is tried again after
 //     [TopicRetryDelay]; the other topics keep flowing.
 //   - An error that wraps [ErrUnavailable] says the broker could not be
@@ -136,16 +135,16 @@ const (
 
 // TopicRetryDelay is how long a message waits before it is tried again
 // after err, a [TopicError], at now: half the time the topic has been
-// unusable, at least [MinTopicRetryDelay] and at most
-// [MaxTopicRetryDelay], less a random jitter of up to a fifth. A topic
-// that is being created costs a second or two; one that stays missing
-// costs a claim of each waiting aggregate's head every few seconds.
+// unusable, less a random jitter of up to a fifth, at least
+// [MinTopicRetryDelay] and at most [MaxTopicRetryDelay]. A topic that is
+// being created costs a second or two; one that stays missing costs a
+// claim of each waiting aggregate's head every few seconds.
 func TopicRetryDelay(err error, now time.Time) time.Duration {
 	d := MinTopicRetryDelay
 	if te, ok := errors.AsType[*TopicError](err); ok && !te.Since.IsZero() {
-		d = min(max(now.Sub(te.Since)/2, MinTopicRetryDelay), MaxTopicRetryDelay)
+		d = min(now.Sub(te.Since)/2, MaxTopicRetryDelay)
 	}
-	return d - time.Duration(rand.Int64N(int64(d/5)+1))
+	return max(d-time.Duration(rand.Int64N(int64(d/5)+1)), MinTopicRetryDelay)
 }
 
 // TopicStatus is what a sink knows of one topic it published to, or tried

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
@@ -25,6 +26,8 @@ type kafkaFlags struct {
 	topicRoutes      []string
 	autoCreateTopics bool
 	maxMessageBytes  int
+	maxHeaders       int
+	maxHeaderValue   int
 	deliveryTimeout  time.Duration
 	requestTimeout   time.Duration
 
@@ -47,6 +50,8 @@ func addKafkaFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 	fs.StringSliceVar(&k.topicRoutes, "topic-route", nil, "route events without a topic by aggregate type: `AggregateType=topic` (repeatable, or comma-separated)")
 	fs.BoolVar(&k.autoCreateTopics, "kafka-auto-create-topics", false, "let the producer ask the broker to create missing topics (the broker must allow it). Off by default, so that a mistyped topic does not become a new topic: messages for a missing topic wait until it exists. 'outbox broker' creates topics on first use without it")
 	fs.IntVar(&k.maxMessageBytes, "kafka-max-message-bytes", kafka.DefaultMaxMessageBytes, "largest record batch the producer builds, in `bytes`; at most the topics' max.message.bytes")
+	fs.IntVar(&k.maxHeaders, "max-headers", outbox.DefaultMaxHeaders, "most headers of its own a message may carry; a message with more is dead-lettered. Set it to the writers' outbox.Limits.MaxHeaders")
+	fs.IntVar(&k.maxHeaderValue, "max-header-value-bytes", outbox.DefaultMaxHeaderValueBytes, "longest value of a message's own header, in `bytes`; a message with a longer one is dead-lettered. Set it to the writers' outbox.Limits.MaxHeaderValueBytes")
 	fs.DurationVar(&k.deliveryTimeout, "kafka-delivery-timeout", kafka.DefaultDeliveryTimeout, "how long a record may wait in the producer, retries included")
 	fs.DurationVar(&k.requestTimeout, "kafka-request-timeout", kafka.DefaultRequestTimeout, "how long a broker may take to answer a produce request")
 
@@ -123,6 +128,12 @@ func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 	if k.maxMessageBytes <= 0 {
 		return kafka.Config{}, flagError("kafka-max-message-bytes", "must be positive, not %d", k.maxMessageBytes)
 	}
+	if k.maxHeaders <= 0 {
+		return kafka.Config{}, flagError("max-headers", "must be positive, not %d", k.maxHeaders)
+	}
+	if k.maxHeaderValue <= 0 {
+		return kafka.Config{}, flagError("max-header-value-bytes", "must be positive, not %d", k.maxHeaderValue)
+	}
 	if k.deliveryTimeout <= 0 {
 		return kafka.Config{}, flagError("kafka-delivery-timeout", "must be positive, not %s", k.deliveryTimeout)
 	}
@@ -139,6 +150,7 @@ func (k *kafkaFlags) config(logger *slog.Logger) (kafka.Config, error) {
 		TopicByAggregateType:   routes,
 		AllowAutoTopicCreation: k.autoCreateTopics,
 		MaxMessageBytes:        k.maxMessageBytes,
+		Limits:                 outbox.Limits{MaxHeaders: k.maxHeaders, MaxHeaderValueBytes: k.maxHeaderValue},
 		DeliveryTimeout:        k.deliveryTimeout,
 		RequestTimeout:         k.requestTimeout,
 		Security:               k.security(),

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -63,6 +64,8 @@ func TestRelay_BadSettingFailsNamingTheFlag(t *testing.T) {
 		{[]string{"--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-username", "u", "--kafka-sasl-password", "s3cret-pw"}, "--kafka-sasl-mechanism"},
 		{[]string{"--kafka-sasl-mechanism", "PLAIN", "--kafka-sasl-username", "u"}, "--kafka-sasl-password"},
 		{[]string{"--kafka-tls-ca", "/ca.pem"}, "--kafka-tls-ca"},
+		{[]string{"--max-headers", "0"}, "--max-headers must be positive"},
+		{[]string{"--max-header-value-bytes", "-1"}, "--max-header-value-bytes must be positive"},
 		{[]string{"--schema", "Bad-Schema"}, "--schema"},
 		{[]string{"--log-level", "loud"}, "--log-level must be debug, info, warn or error"},
 		{[]string{"--log-format", "xml"}, "--log-format must be text or json"},
@@ -250,5 +253,24 @@ func TestRelayFlags_LingerDefaultsAndZeroes(t *testing.T) {
 		if cfg.Linger != c.linger || cfg.LingerAbove != c.lingerAbove {
 			t.Errorf("%v: Linger %v, LingerAbove %v; want %v, %v", c.args, cfg.Linger, cfg.LingerAbove, c.linger, c.lingerAbove)
 		}
+	}
+}
+
+// The header limits the relay checks at publish are those of its flags, so
+// that an operator can match the writers' outbox.Limits.
+func TestKafkaFlags_HeaderLimitsReachTheSink(t *testing.T) {
+	t.Parallel()
+	var k kafkaFlags
+	fs := pflag.NewFlagSet("relay", pflag.ContinueOnError)
+	addKafkaFlags(fs, &k)
+	if err := fs.Parse([]string{"--max-headers", "100", "--max-header-value-bytes", "20000"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := k.config(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.MaxHeaders != 100 || cfg.Limits.MaxHeaderValueBytes != 20000 {
+		t.Errorf("kafka.Config.Limits = %+v, want MaxHeaders 100 and MaxHeaderValueBytes 20000", cfg.Limits)
 	}
 }

@@ -99,9 +99,12 @@ func classOf(ke *kerr.Error) codeClass {
 //   - a [*sink.TopicError] when the record's topic cannot take records now:
 //     UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID (the topic does not
 //     exist, yet or any more), TOPIC_AUTHORIZATION_FAILED,
-//     LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS,
-//     KAFKA_STORAGE_ERROR, UNSUPPORTED_FOR_MESSAGE_FORMAT. Its Topic is
-//     empty: [Sink.Publish] fills it in;
+//     UNSUPPORTED_FOR_MESSAGE_FORMAT, and the partition-level
+//     LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS
+//     and KAFKA_STORAGE_ERROR when they are the answer itself (franz-go
+//     retries those until the record's delivery timeout or the caller's
+//     deadline, which gives the sink.ErrUnavailable error below). Its Topic
+//     is empty: [Sink.Publish] fills it in;
 //   - an error wrapping [sink.ErrUnavailable] when the broker could not be
 //     reached or did not answer in time (context deadline or cancellation,
 //     franz-go's record timeout or retry limit, network errors, io.EOF,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -15,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
@@ -254,9 +255,14 @@ func TestPublish_RecordOverMaxMessageBytes_PermanentWithoutTouchingNeighbours(t 
 // again, and once the topic is created its records go out.
 func TestPublish_MissingTopic_TopicUnavailableUntilCreated(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, kfake.SeedTopics(1, "orders"))
-	s := newSink(t, c, kafka.Config{DefaultTopic: "orders", TopicByAggregateType: map[string]string{"Invoice": "invoices"},
-		ExtraOpts: debugOpts()})
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", NoAutoCreateTopics: true, SeedTopics: []string{"orders"},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s := newSink(t, nil, kafka.Config{Brokers: b.Addrs(), DefaultTopic: "orders",
+		TopicByAggregateType: map[string]string{"Invoice": "invoices"}, ExtraOpts: debugOpts()})
 	invoice := func(id string) outbox.Record { r := rec(id, 0); r.AggregateType = "Invoice"; return r }
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -287,7 +293,9 @@ func TestPublish_MissingTopic_TopicUnavailableUntilCreated(t *testing.T) {
 		t.Fatalf("second record: err = %v, want the same spell's TopicError at once", errs[0])
 	}
 
-	createTopic(t, c.ListenAddrs(), "invoices")
+	if err := b.CreateTopics(ctx, 1, "invoices"); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		errs = s.Publish(ctx, []outbox.Record{invoice("i3")})
@@ -302,7 +310,7 @@ func TestPublish_MissingTopic_TopicUnavailableUntilCreated(t *testing.T) {
 	if st := topicStatus(s, "invoices"); st.Unavailable() || st.Published != 1 {
 		t.Errorf("Topics() for invoices after the publish = %+v, want available with 1 published", st)
 	}
-	if got := consume(t, c.ListenAddrs(), "invoices", 1); header(got[0], kafka.HeaderAggregateID) != "i3" {
+	if got := consume(t, b.Addrs(), "invoices", 1); header(got[0], kafka.HeaderAggregateID) != "i3" {
 		t.Errorf("topic invoices holds aggregate %s, want i3", header(got[0], kafka.HeaderAggregateID))
 	}
 }
@@ -316,29 +324,6 @@ func topicStatus(s *kafka.Sink, topic string) sink.TopicStatus {
 		}
 	}
 	return sink.TopicStatus{}
-}
-
-// createTopic creates topic with one partition.
-func createTopic(t *testing.T, addrs []string, topic string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
 }
 
 // CheckTopics names the configured topics that do not exist.

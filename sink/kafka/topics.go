@@ -23,6 +23,10 @@ const (
 	// any more (a waiting message is tried at least every
 	// sink.MaxTopicRetryDelay).
 	topicForgetAfter = 3 * sink.MaxTopicRetryDelay
+	// topicIdleFor is how long a topic that takes records stays in the
+	// book after its last record: the book, the metrics and the reports
+	// keep the topics of the last hour, not every topic ever named.
+	topicIdleFor = time.Hour
 )
 
 // topicBook keeps what the sink knows of each topic it published to or
@@ -177,13 +181,19 @@ func (b *topicBook) missingTopics() []string {
 	return out
 }
 
-// statuses returns every topic's status at now, sorted by name.
+// statuses returns the status at now of every topic with a record in the
+// last topicIdleFor, or that cannot take records, sorted by name; it
+// forgets the others.
 func (b *topicBook) statuses(now time.Time) []sink.TopicStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]sink.TopicStatus, 0, len(b.topics))
-	for _, e := range b.topics {
+	for t, e := range b.topics {
 		b.expire(e, now)
+		if !e.status.Unavailable() && now.Sub(e.status.LastPublishedAt) > topicIdleFor && now.Sub(e.lastFailedAt) > topicIdleFor {
+			delete(b.topics, t)
+			continue
+		}
 		s := e.status
 		minute := now.Unix() / 60
 		for i, m := range e.minuteOf {

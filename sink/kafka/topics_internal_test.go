@@ -70,4 +70,10 @@ func TestTopicBook_LogsRarelyCountsTheHourAndForgets(t *testing.T) {
 	if st := b.statuses(t0.Add(topicForgetAfter + time.Second)); st[0].Topic != "acl" || st[0].Unavailable() {
 		t.Errorf("acl = %+v, want available once no record failed for %s", st[0], topicForgetAfter)
 	}
+
+	b.published("orders", 1, t0.Add(2*time.Hour))
+	st = b.statuses(t0.Add(2*time.Hour + time.Minute))
+	if len(st) != 1 || st[0].Topic != "orders" {
+		t.Errorf("statuses after an idle hour = %+v, want only orders: the topics idle for over %s are forgotten", st, topicIdleFor)
+	}
 }

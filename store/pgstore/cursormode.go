@@ -131,7 +131,7 @@ func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Con
 		return fn(ctx, tx, c)
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: %s cursor mode: %w", what, s.notMigrated(err))
+		return fmt.Errorf("pgstore: %s cursor mode: %w", what, s.explain(err))
 	}
 	return nil
 }

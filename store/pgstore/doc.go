@@ -82,6 +82,10 @@
 //     that marks the message.
 //   - outbox_audit, outbox_republish_cursors: the operators' audit log and
 //     the resumable cursors of republishing, used by package ops.
+//   - outbox_topics: each relay's view of the topics it publishes to
+//     (acknowledged records, and whether a topic can take records),
+//     written every few seconds by the relay command (ops.ReportTopics) and
+//     read by ops.Stats (migration 013).
 //   - outbox_migrations: the applied migration versions.
 //   - A statement-level AFTER INSERT trigger on outbox_messages that runs
 //     pg_notify on channel "outbox_<schema>" while some relay is registered
@@ -124,6 +128,9 @@
 //     DISCARDED: retention deletes the oldest of them in bounded batches,
 //     and the statistics read them, without scanning the table (package
 //     ops).
+//   - outbox_messages_dead, on (seq) where status is DEAD_LETTER: listing
+//     and grouping the dead letters reads only them, however long the
+//     backlog (migration 014, package ops).
 //   - The unique index on id serves [Store.Get].
 //
 // # Claiming

@@ -107,7 +107,7 @@ func TestHeadersRule_RowsWrittenBeforeMigration015MoveThroughTheirStates(t *test
 	}
 	ctx := testCtx(t)
 	if err := st.MigrateThrough(ctx, 14); err != nil {
-		t.Fatalf("Migrate through 013: %v", err)
+		t.Fatalf("Migrate through 014: %v", err)
 	}
 	b := &bundle{pool: pool, schema: schema, store: st}
 	now := b.dbNow(t)

@@ -104,7 +104,7 @@ func (s *Store) explain(err error) error { return ExplainPoolerError(s.notMigrat
 // relay's readiness check (/readyz) runs it.
 func (s *Store) CheckMigrated(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, s.q.checkMigrated); err != nil {
-		return fmt.Errorf("pgstore: %w", s.notMigrated(err))
+		return fmt.Errorf("pgstore: %w", s.explain(err))
 	}
 	return nil
 }

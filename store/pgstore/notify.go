@@ -47,7 +47,7 @@ func (s *Store) Idle(ctx context.Context, owner string, d time.Duration) error {
 		return nil
 	}
 	if _, err := s.pool.Exec(ctx, s.q.idle, owner, d.Milliseconds()); err != nil {
-		return fmt.Errorf("pgstore: idle: %w", s.notMigrated(err))
+		return fmt.Errorf("pgstore: idle: %w", s.explain(err))
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func (s *Store) Idle(ctx context.Context, owner string, d time.Duration) error {
 // Busy withdraws owner's idle registration.
 func (s *Store) Busy(ctx context.Context, owner string) error {
 	if _, err := s.pool.Exec(ctx, s.q.busy, owner); err != nil {
-		return fmt.Errorf("pgstore: busy: %w", s.notMigrated(err))
+		return fmt.Errorf("pgstore: busy: %w", s.explain(err))
 	}
 	return nil
 }

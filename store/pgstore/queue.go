@@ -652,7 +652,7 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 	if s.cursor.inCursorMode() {
 		n, err := s.cursorMarkFailed(ctx, token, f)
 		if err != nil {
-			return 0, fmt.Errorf("pgstore: mark failed: %w", s.notMigrated(err))
+			return 0, fmt.Errorf("pgstore: mark failed: %w", s.explain(err))
 		}
 		return n, nil
 	}
@@ -661,7 +661,7 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, (*uuid.UUID)(nil)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("pgstore: mark failed: %w", s.notMigrated(err))
+		return 0, fmt.Errorf("pgstore: mark failed: %w", s.explain(err))
 	}
 	return changed, nil
 }
@@ -707,13 +707,13 @@ func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int
 	if s.cursor.inCursorMode() {
 		n, err := s.cursorRelease(ctx, token, seqs)
 		if err != nil {
-			return n, fmt.Errorf("pgstore: release: %w", s.notMigrated(err))
+			return n, fmt.Errorf("pgstore: release: %w", s.explain(err))
 		}
 		return n, nil
 	}
 	n, err := s.releaseTable(ctx, token, seqs)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: release: %w", s.notMigrated(err))
+		return 0, fmt.Errorf("pgstore: release: %w", s.explain(err))
 	}
 	return n, nil
 }
@@ -739,14 +739,14 @@ func (s *Store) releaseTable(ctx context.Context, token uuid.UUID, seqs []int64)
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
 	rows, err := s.pool.Query(ctx, s.q.get, id)
 	if err != nil {
-		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.notMigrated(err))
+		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.explain(err))
 	}
 	rec, err := pgx.CollectExactlyOneRow(rows, scanRecord)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.notMigrated(err))
+		return outbox.Record{}, fmt.Errorf("pgstore: get %s: %w", id, s.explain(err))
 	}
 	return rec, nil
 }
@@ -763,7 +763,7 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 	}
 	rows, err := s.pool.Query(ctx, s.q.counts)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: counts: %w", s.notMigrated(err))
+		return nil, fmt.Errorf("pgstore: counts: %w", s.explain(err))
 	}
 	var (
 		status string
@@ -774,7 +774,7 @@ func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: counts: %w", s.notMigrated(err))
+		return nil, fmt.Errorf("pgstore: counts: %w", s.explain(err))
 	}
 	return counts, nil
 }
