@@ -30,7 +30,9 @@ type Filter struct {
 	// Topic keeps the dead letters with this topic of their own (not one
 	// the relay's routes chose).
 	Topic string `json:"topic,omitempty"`
-	// Group keeps the dead letters of one group, by [DeadLetterGroup].Key.
+	// Group keeps the dead letters of one group, by [DeadLetterGroup].Key:
+	// 16 lower-case hex digits ([ValidGroupKey]); another value is refused
+	// with an error wrapping [ErrInvalidConfig].
 	Group string `json:"group,omitempty"`
 	// Since keeps the messages that became dead letters at or after it.
 	Since time.Time `json:"since,omitzero"`
@@ -131,6 +133,9 @@ type DeadLetterDetail struct {
 
 // DeadLetters lists the dead letters that f selects, in Seq order.
 func (o *Ops) DeadLetters(ctx context.Context, f Filter) ([]DeadLetter, error) {
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("ops: list dead letters: %w", err)
+	}
 	out, err := o.deadLetters(ctx, o.pool, f, 0)
 	if err != nil {
 		return nil, fmt.Errorf("ops: list dead letters: %w", o.dbErr(err))
@@ -344,7 +349,9 @@ func (r *Result) add(b Result) {
 // With a Filter (a group: Filter.Group), the dead letters it selects are
 // replayed, possibly none, in seq order, in batches of Request.BatchSize
 // that each commit with their audit entry, at most Request.Rate
-// messages per second. Per-aggregate order holds across batches: the relay
+// messages per second. The selection reads every dead letter once, when
+// it starts, for the batches' ranges of seqs; each batch then reads its
+// range only. Per-aggregate order holds across batches: the relay
 // publishes only the first unsent message of an aggregate, so the messages
 // behind a replayed one wait until it is sent, and a replayed one behind a
 // dead letter not (yet) replayed waits for that one. If a batch fails or
@@ -381,6 +388,11 @@ func (o *Ops) change(ctx context.Context, action, sql string, req Request) (Resu
 		res Result
 		err error
 	)
+	if req.Filter != nil {
+		if err := req.Filter.validate(); err != nil {
+			return Result{}, fmt.Errorf("ops: %s: %w", action, err)
+		}
+	}
 	switch {
 	case req.BatchSize < 1:
 		return Result{}, fmt.Errorf("ops: %s: %w: BatchSize %d must be at least 1", action, ErrInvalidConfig, req.BatchSize)
@@ -437,17 +449,19 @@ func (o *Ops) changeIDs(ctx context.Context, action, sql string, req Request) (R
 	return res, nil
 }
 
-// changeFiltered changes the dead letters req.Filter selects, up to the
-// newest message now, in batches of req.BatchSize in seq order, each in a
-// transaction with its audit entry, paced to req.Rate. It returns
-// what the committed batches changed, also with an error.
+// changeFiltered changes the dead letters req.Filter selects when it
+// starts (up to the newest message then), in batches of req.BatchSize in
+// seq order, each in a transaction with its audit entry, paced to
+// req.Rate. It classifies the dead letters once, for the batches' bounds
+// (batchBounds); each batch selects again only within its range of seqs.
+// It returns what the committed batches changed, also with an error.
 func (o *Ops) changeFiltered(ctx context.Context, action, sql string, req Request) (Result, error) {
 	filterJSON, err := json.Marshal(req.Filter)
 	if err != nil {
 		return Result{}, err
 	}
-	var maxSeq int64
-	if err := o.pool.QueryRow(ctx, o.q.dlqMaxSeq).Scan(&maxSeq); err != nil {
+	bounds, err := o.batchBounds(ctx, *req.Filter, req.BatchSize)
+	if err != nil {
 		return Result{}, err
 	}
 	f := *req.Filter
@@ -457,7 +471,7 @@ func (o *Ops) changeFiltered(ctx context.Context, action, sql string, req Reques
 		pace = newPacer(req.Rate)
 	}
 	var res Result
-	for first := true; ; first = false {
+	for i, first := 0, true; i < len(bounds); first = false {
 		f.Limit = req.BatchSize
 		if remaining > 0 {
 			f.Limit = min(f.Limit, remaining)
@@ -467,7 +481,7 @@ func (o *Ops) changeFiltered(ctx context.Context, action, sql string, req Reques
 				return res, fmt.Errorf("stopped after %d message(s): %w", len(res.IDs), err)
 			}
 		}
-		b, last, n, err := o.changeBatch(ctx, action, sql, req, f, maxSeq, filterJSON, first)
+		b, last, n, err := o.changeBatch(ctx, action, sql, req, f, bounds[i], filterJSON, first)
 		if err != nil {
 			return res, fmt.Errorf("stopped after %d message(s): %w", len(res.IDs), err)
 		}
@@ -480,21 +494,44 @@ func (o *Ops) changeFiltered(ctx context.Context, action, sql string, req Reques
 				return res, nil
 			}
 		}
-		if n < f.Limit {
-			return res, nil
+		// A range that gained dead letters since the bounds were taken is
+		// finished by the next batch.
+		if f.AfterSeq = last; n < f.Limit || last >= bounds[i] {
+			f.AfterSeq = bounds[i]
+			i++
 		}
-		f.AfterSeq = last
 	}
+	return res, nil
 }
 
-// changeBatch changes the dead letters f selects (up to maxSeq) in one
+// batchBounds returns the upper bounds of the batches of size that change
+// the dead letters f selects now (queries/dlq_batch_bounds.sql): the seq
+// of every size-th and of the last. With none it returns the newest seq,
+// so that one batch finds none and records that in the audit log.
+func (o *Ops) batchBounds(ctx context.Context, f Filter, size int) ([]int64, error) {
+	var maxSeq int64
+	if err := o.pool.QueryRow(ctx, o.q.dlqMaxSeq).Scan(&maxSeq); err != nil {
+		return nil, err
+	}
+	rows, err := o.pool.Query(ctx, o.q.dlqBatchBounds, append(f.args(maxSeq), int64(size))...)
+	if err != nil {
+		return nil, err
+	}
+	bounds, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if len(bounds) == 0 && err == nil {
+		bounds = []int64{maxSeq}
+	}
+	return bounds, err
+}
+
+// changeBatch changes the dead letters f selects (up to upTo) in one
 // transaction with its audit entry. It returns what it changed, the last
 // seq it selected and how many it selected. Only the first batch records an
 // audit entry when it selects nothing.
-func (o *Ops) changeBatch(ctx context.Context, action, sql string, req Request, f Filter, maxSeq int64,
+func (o *Ops) changeBatch(ctx context.Context, action, sql string, req Request, f Filter, upTo int64,
 	filterJSON []byte, first bool) (b Result, last int64, n int, err error) {
 	err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		list, err := o.deadLetters(ctx, tx, f, maxSeq)
+		list, err := o.deadLetters(ctx, tx, f, upTo)
 		if err != nil {
 			return err
 		}

@@ -23,8 +23,9 @@ func (o *Ops) QueriesForExplain(position int64) map[string]struct {
 		"stats_blocked":              {o.q.statsBlocked, []any{10}},
 		"stats_failing":              {o.q.statsFailing, []any{10}},
 		"dlq_list":                   {o.q.dlqList, Filter{}.args(0)},
-		"dlq_list_group":             {o.q.dlqList, Filter{Group: "0123abcd", Limit: 500}.args(1 << 40)},
+		"dlq_list_group":             {o.q.dlqList, Filter{Group: "0123456789abcdef", Limit: 500}.args(1 << 40)},
 		"dlq_groups":                 {o.q.dlqGroups, Filter{}.args(0)},
+		"dlq_batch_bounds":           {o.q.dlqBatchBounds, append(Filter{Group: "0123456789abcdef"}.args(1<<40), int64(500))},
 		"cleanup_sent":               {o.q.cleanupSent, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
 		"cleanup_discarded":          {o.q.cleanupDiscarded, []any{nowMinus30d(), sinceOrMin(zeroTime), 5000}},
 		"republish_batch":            {o.q.republishBatch, []any{int64(100), int64(200), sinceOrMin(zeroTime), "", "", 100}},
@@ -53,6 +54,3 @@ func (o *Ops) AgeCursorSamples(d time.Duration) {
 		cs.samples[i].local = cs.samples[i].local.Add(-d)
 	}
 }
-
-// KafkaCodePattern exposes the pattern that finds Kafka error codes.
-func KafkaCodePattern() string { return kafkaCodePattern }

@@ -1,11 +1,10 @@
 package ops
 
 import (
-	"cmp"
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,15 +17,18 @@ import (
 // [Ops.Discard] change at once with Filter.Group.
 type DeadLetterGroup struct {
 	// Key names the group in Filter.Group ("outbox dlq replay --group"):
-	// 8 hex digits derived from ErrorClass, Topic and EventType, the same
-	// as long as they are.
+	// 16 lower-case hex digits derived from ErrorClass, Topic and
+	// EventType, the same as long as they are (see [ValidGroupKey]).
 	Key string
 	// ErrorClass is the cause, from the messages' last error: the Kafka
 	// error code the broker gave, such as MESSAGE_TOO_LARGE or
-	// UNKNOWN_TOPIC_OR_PARTITION, prefixed "max attempts: " when the error
+	// INVALID_TOPIC_EXCEPTION, prefixed "max attempts: " when the error
 	// was retriable and the message ran out of attempts ("max attempts:
-	// NOT_ENOUGH_REPLICAS"). An error without a Kafka code is named by its
-	// text without ids and numbers, cut to 60 characters.
+	// UNKNOWN_SERVER_ERROR"). An error without a Kafka code is named by its
+	// reason: its text without the prefixes that name the message and its
+	// topic, with ids as <id> and numbers as N, cut at a word to 80
+	// characters and "…" ("outbox: invalid message: headers[\"x\"]: value
+	// must be a string, is a number").
 	ErrorClass string
 	// Topic is the messages' topic as stored: empty when they named none
 	// and the relay's routes chose it when publishing.
@@ -45,9 +47,14 @@ type DeadLetterGroup struct {
 
 // DeadLetterGroups groups the dead letters that f selects by cause (see
 // [DeadLetterGroup]), most first. f.Limit bounds the groups returned;
-// f.All is ignored. It reads the dead letters only, through the partial
-// index on unsent messages.
+// f.All is ignored. It reads the dead letters only, through their partial
+// index outbox_messages_dead, and classifies each in a few microseconds;
+// a caller that shows the groups often, such as a status page, should
+// share one result for a few seconds rather than call it on every view.
 func (o *Ops) DeadLetterGroups(ctx context.Context, f Filter) ([]DeadLetterGroup, error) {
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("ops: group dead letters: %w", err)
+	}
 	rows, err := o.pool.Query(ctx, o.q.dlqGroups, f.args(0)...)
 	if err != nil {
 		return nil, fmt.Errorf("ops: group dead letters: %w", o.dbErr(err))
@@ -78,26 +85,36 @@ func (f Filter) args(maxSeq int64) []any {
 		upTo = &maxSeq
 	}
 	return []any{f.AggregateType, f.AggregateID, f.EventType, sinceOrMin(f.Since), f.AfterSeq, limit,
-		f.ErrorClass, f.Topic, f.Group, upTo}
+		f.ErrorClass, f.Topic, f.Group, upTo, kafkaCodes}
 }
 
-// kafkaCodePattern is a PostgreSQL regular expression that finds, in an
-// error text, a Kafka error code's name as kerr.Error prints it
-// ("MESSAGE_TOO_LARGE: The request included ..."), and captures the name.
-// It lists every code franz-go knows, longest first.
-var kafkaCodePattern = func() string {
-	seen := map[string]bool{}
+// groupKeyRe is the form of a DeadLetterGroup.Key.
+var groupKeyRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// ValidGroupKey reports whether key has the form of a
+// [DeadLetterGroup].Key: 16 lower-case hex digits.
+func ValidGroupKey(key string) bool { return groupKeyRe.MatchString(key) }
+
+// validate checks what f's fields must look like: a Group is a group key.
+func (f Filter) validate() error {
+	if f.Group != "" && !ValidGroupKey(f.Group) {
+		return fmt.Errorf("%w: Filter.Group %q must be a group's key: 16 lower-case hex digits", ErrInvalidConfig, f.Group)
+	}
+	return nil
+}
+
+// kafkaCodes are the names of the Kafka error codes franz-go knows, as
+// kerr.Error prints them: dead_letters.sql names a dead letter's class by
+// the first upper-case word with underscores before a ':' in its error if
+// it is one of them. Each has an underscore
+// (TestKafkaCodes_EveryCodeIsClassifiedByItsName).
+var kafkaCodes = func() []string {
 	var names []string
 	for code := int16(-1); code < 1000; code++ {
-		ke := kerr.TypedErrorForCode(code)
-		if ke == nil || seen[ke.Message] {
-			continue
+		if ke := kerr.TypedErrorForCode(code); ke != nil && !slices.Contains(names, ke.Message) {
+			names = append(names, ke.Message)
 		}
-		seen[ke.Message] = true
-		names = append(names, ke.Message)
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
-	})
-	return `\m(` + strings.Join(names, "|") + `):`
+	slices.Sort(names)
+	return names
 }()

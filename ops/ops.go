@@ -31,8 +31,9 @@ var Statuses = []outbox.Status{
 // Errors that callers branch on; test for them with errors.Is.
 var (
 	// ErrInvalidConfig is wrapped by the error of [New], [Ops.Republish]
-	// and [Ops.Cleanup] for a config they cannot use; the message names
-	// the field.
+	// and [Ops.Cleanup] for a config they cannot use, and of the dead-letter
+	// methods for a Request or Filter they cannot use (a Filter.Group that
+	// is not a group's key); the message names the field.
 	ErrInvalidConfig = errors.New("ops: invalid config")
 	// ErrNotFound is wrapped when a message id is not in the outbox.
 	ErrNotFound = errors.New("ops: message not found")
@@ -122,7 +123,7 @@ type queries struct {
 
 	dlqList, dlqAttempts, dlqExtra, auditForMessage, auditInsert, replay, discard, selectByIDs string
 
-	dlqGroups, dlqSeq, dlqMaxSeq string
+	dlqGroups, dlqSeq, dlqMaxSeq, dlqBatchBounds string
 
 	cleanupSent, cleanupDiscarded, cleanupQueued, cleanupCutoff string
 
@@ -163,10 +164,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		return strings.NewReplacer(
 			"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
 			"{{record_columns}}", pgstore.RecordColumns,
-			// Both are rendered inside string literals; neither holds a
-			// quote (TestKafkaCodePattern_NamesEveryCode, sink's tests).
+			// Rendered inside string literals; it holds no quote
+			// (TestDeadLetterClass_RenderedTextsNeedNoQuoting).
 			"{{permanent}}", sink.ErrPermanent.Error(),
-			"{{kafka_code}}", kafkaCodePattern,
 		).Replace(sql)
 	}
 	for _, f := range []struct {
@@ -196,6 +196,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		{&o.q.dlqGroups, "dlq_groups.sql"},
 		{&o.q.dlqSeq, "dlq_seq.sql"},
 		{&o.q.dlqMaxSeq, "dlq_max_seq.sql"},
+		{&o.q.dlqBatchBounds, "dlq_batch_bounds.sql"},
 		{&o.q.cleanupSent, "cleanup_sent.sql"},
 		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
 		{&o.q.cleanupQueued, "cleanup_queued.sql"},

@@ -25,11 +25,20 @@
 //
 // A view reads the outbox (the statistics, which Config.Stats can share
 // with other readers, and the dead letters), which takes tens of
-// milliseconds of database time on a large backlog. The page serves at
+// milliseconds of database time on a large backlog. The groups of dead
+// letters, whose reading classifies every dead letter, are read at most
+// once per Config.GroupsEvery and shared by the views meanwhile; the page
+// answering a replay or discard reads them afresh. The page serves at
 // most Config.MaxViewRate views per second; a view beyond the rate waits
 // its turn, up to 5s, and then gets 429 Too Many Requests, so that no
 // number of clients reloading the page can take the database's time from
 // the relay.
+//
+// # Group actions
+//
+// A replay or discard of a group goes on if the browser leaves, so that a
+// large group is not stopped half way. The page runs one at a time: a
+// second one, of any group, gets 409 Conflict while the first runs.
 package statuspage
 
 import (
@@ -41,7 +50,6 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +59,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/memo"
 	"github.com/outbox-dev/outbox/ops"
 )
 
@@ -83,6 +92,9 @@ type Config struct {
 	// Groups is how many groups of dead letters (by cause) the page
 	// lists, the largest first. Defaults to 20.
 	Groups int
+	// GroupsEvery is how long the page shows the groups it read before it
+	// reads them again: views meanwhile share them. Defaults to 5s.
+	GroupsEvery time.Duration
 	// Actor names who acts in the audit log. Defaults to "status-page".
 	Actor string
 	// Logger. Defaults to slog.Default().
@@ -103,13 +115,28 @@ type Page struct {
 
 	views *rate.Limiter
 
+	// groups are the groups of dead letters the views show.
+	groups *memo.Value[groupsRead]
+
 	mu      sync.Mutex
 	samples []sample
 	failing atomic.Bool // the last sample failed
+	// groupAction names the group replay or discard that runs; "" when
+	// none does.
+	groupAction string
+}
+
+// groupsRead is a read of the groups of dead letters.
+type groupsRead struct {
+	groups []ops.DeadLetterGroup
+	at     time.Time
 }
 
 // maxViewWait is the longest a view waits for its turn under MaxViewRate.
 const maxViewWait = 5 * time.Second
+
+// groupsReadTimeout bounds a read of the groups shared by views.
+const groupsReadTimeout = 30 * time.Second
 
 type sample struct {
 	At      time.Time
@@ -168,7 +195,11 @@ func New(cfg Config) (*Page, error) {
 	if cfg.Groups == 0 {
 		cfg.Groups = 20
 	}
+	if cfg.GroupsEvery == 0 {
+		cfg.GroupsEvery = 5 * time.Second
+	}
 	p := &Page{cfg: cfg, mux: http.NewServeMux(), views: rate.NewLimiter(rate.Limit(cfg.MaxViewRate), 3)}
+	p.groups = memo.New(p.readGroups, cfg.GroupsEvery, groupsReadTimeout)
 	p.mux.HandleFunc("GET /{$}", p.view)
 	p.mux.HandleFunc("POST /{$}", p.view) // the token from the page's token form
 	p.mux.HandleFunc("POST /dlq/{id}/{action}", p.act)
@@ -308,6 +339,9 @@ type viewData struct {
 	Statuses    []statusCount
 	DeadLetters []ops.DeadLetter
 	Groups      []ops.DeadLetterGroup
+	// GroupsAt is when the groups were read; GroupsEvery how often.
+	GroupsAt    time.Time
+	GroupsEvery time.Duration
 	Chart       chart
 	Actions     bool
 	Token       string
@@ -332,12 +366,23 @@ func (p *Page) view(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, err, http.StatusUnauthorized, "This page needs the status page's token.")
 		return
 	}
-	p.render(w, r, http.StatusOK, p.cfg.Stats, banner{}, auth)
+	p.render(w, r, http.StatusOK, false, banner{}, auth)
 }
 
-// render writes the page with the snapshot of stats, the outcome of an
-// action, and the actions if auth.
-func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, stats func(context.Context) (ops.Stats, error), b banner, auth bool) {
+// readGroups reads the groups of dead letters the page lists.
+func (p *Page) readGroups(ctx context.Context) (groupsRead, error) {
+	groups, err := p.cfg.Ops.DeadLetterGroups(ctx, ops.Filter{Limit: p.cfg.Groups})
+	return groupsRead{groups: groups, at: time.Now()}, err
+}
+
+// render writes the page with the outcome of an action, and the actions
+// if auth. It shows the statistics and groups the views share, or, if
+// fresh (after an action), reads them afresh.
+func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, fresh bool, b banner, auth bool) {
+	stats, groups := p.cfg.Stats, p.groups.Get
+	if fresh {
+		stats, groups = p.cfg.Ops.Stats, p.readGroups
+	}
 	s, err := stats(r.Context())
 	if err != nil {
 		http.Error(w, "cannot read the outbox: "+err.Error(), http.StatusServiceUnavailable)
@@ -349,12 +394,13 @@ func (p *Page) render(w http.ResponseWriter, r *http.Request, status int, stats 
 		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	groups, err := p.cfg.Ops.DeadLetterGroups(r.Context(), ops.Filter{Limit: p.cfg.Groups})
+	g, err := groups(r.Context())
 	if err != nil {
 		http.Error(w, "cannot read the dead letters: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	d := viewData{Stats: s, DeadLetters: dls, Groups: groups, Message: b.done, Error: b.err}
+	d := viewData{Stats: s, DeadLetters: dls, Groups: g.groups, GroupsAt: g.at, GroupsEvery: p.cfg.GroupsEvery,
+		Message: b.done, Error: b.err}
 	for _, st := range ops.Statuses {
 		d.Statuses = append(d.Statuses, statusCount{st, s.Counts[st]})
 	}
@@ -388,24 +434,46 @@ func (p *Page) act(w http.ResponseWriter, r *http.Request) {
 	p.runAction(r.Context(), w, r, req, id.String())
 }
 
-// groupKeyRe is the form of a group's key (ops.DeadLetterGroup.Key).
-var groupKeyRe = regexp.MustCompile(`^[0-9a-f]{8}$`)
-
 // actGroup replays or discards a whole group of dead letters, in the
 // batches and at the rate of ops' defaults, and answers with the page. It
 // goes on if the browser leaves, so that a large group is not stopped half
-// way.
+// way. One runs at a time: while one runs, another gets 409 Conflict.
 func (p *Page) actGroup(w http.ResponseWriter, r *http.Request) {
 	if !p.admitAction(w, r) {
 		return
 	}
 	key := r.PathValue("key")
-	if !groupKeyRe.MatchString(key) {
-		http.Error(w, "bad group key", http.StatusBadRequest)
+	if !ops.ValidGroupKey(key) {
+		http.Error(w, "bad group key: want the 16 hex digits of a group's key", http.StatusBadRequest)
 		return
 	}
+	what := r.PathValue("action") + " of group " + key
+	if running, ok := p.startGroupAction(what); !ok {
+		p.render(w, r, http.StatusConflict, false, banner{err: fmt.Sprintf(
+			"not started: the %s is still running, and the page changes one group at a time; try again when it is done", running)}, true)
+		return
+	}
+	defer p.endGroupAction()
 	req := ops.Request{Actor: p.cfg.Actor, Reason: r.PostForm.Get("reason"), Filter: &ops.Filter{Group: key}}
 	p.runAction(context.WithoutCancel(r.Context()), w, r, req, "group "+key)
+}
+
+// startGroupAction records that the group action what runs, unless one
+// runs already: it then returns what that one is and false.
+func (p *Page) startGroupAction(what string) (running string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.groupAction != "" {
+		return p.groupAction, false
+	}
+	p.groupAction = what
+	return "", true
+}
+
+func (p *Page) endGroupAction() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.groupAction = ""
 }
 
 // admitAction checks an action's token, then reads its form; it answers
@@ -440,11 +508,12 @@ func (p *Page) runAction(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	p.cfg.Logger.Info("status page action", slog.String("action", action), slog.String("of", what),
 		slog.Int("messages", len(res.IDs)), slog.Any("audit_ids", res.AuditIDs), slog.Any("error", err))
+	p.groups.Forget()
 	if err != nil {
-		p.render(w, r, actionStatus(err), p.cfg.Ops.Stats, banner{err: err.Error()}, true)
+		p.render(w, r, actionStatus(err), true, banner{err: err.Error()}, true)
 		return
 	}
-	p.render(w, r, http.StatusOK, p.cfg.Ops.Stats, banner{done: fmt.Sprintf("%s %s: %d message(s)", action, what, len(res.IDs))}, true)
+	p.render(w, r, http.StatusOK, true, banner{done: fmt.Sprintf("%s %s: %d message(s)", action, what, len(res.IDs))}, true)
 }
 
 // actionStatus is the HTTP status of a failed replay or discard.

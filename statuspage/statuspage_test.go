@@ -29,29 +29,64 @@ import (
 
 const reason = "MESSAGE_TOO_LARGE: the broker refused a 2 MB record"
 
-// seed makes one dead letter (with one message waiting behind it) and one
-// sent message, and returns the page's Ops and the dead letter's id.
+// seed makes one dead letter (with one message waiting behind it) and
+// returns the page's Ops and the dead letter's id.
 func seed(t *testing.T) (*ops.Ops, uuid.UUID) {
 	t.Helper()
+	e := seedEnv(t)
+	return e.ops, e.dead
+}
+
+// env is a seeded outbox: its Ops, pool and store, and the dead letter.
+type env struct {
+	ops   *ops.Ops
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+	dead  uuid.UUID
+}
+
+// seedEnv is seed, with the pool and store.
+func seedEnv(t *testing.T) env {
+	t.Helper()
 	pool, schema, st := migrated(t)
-	ctx := context.Background()
-	dead := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "Order", AggregateID: "o-42", EventType: "OrderPlaced", Payload: []byte(`{}`)}
-	behind := outbox.Message{AggregateType: "Order", AggregateID: "o-42", EventType: "OrderPaid", Payload: []byte(`{}`)}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, dead, behind) }); err != nil {
-		t.Fatal(err)
-	}
-	c, err := st.Claim(ctx, store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute})
-	if err != nil || len(c.Records) != 1 {
-		t.Fatalf("claim: %v, %d records", err, len(c.Records))
-	}
-	if _, err := st.MarkFailed(ctx, c.Token, []store.Failure{{Seq: c.Records[0].Seq, Error: reason, CountAttempt: true, Dead: true}}); err != nil {
-		t.Fatal(err)
-	}
+	e := env{pool: pool, store: st}
+	e.dead = e.addDeadLetter(t, "o-42", outbox.Message{AggregateType: "Order", AggregateID: "o-42", EventType: "OrderPaid", Payload: []byte(`{}`)})
 	o, err := ops.New(pool, ops.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return o, dead.ID
+	e.ops = o
+	return e
+}
+
+// addDeadLetter enqueues an OrderPlaced of aggregate aggID and behind it
+// the messages given, and dead-letters the first with reason as the relay
+// would; it returns its id.
+func (e env) addDeadLetter(t *testing.T, aggID string, behind ...outbox.Message) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	dead := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "Order", AggregateID: aggID, EventType: "OrderPlaced", Payload: []byte(`{}`)}
+	if err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return e.store.Enqueue(ctx, tx, append([]outbox.Message{dead}, behind...)...) }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.store.Claim(ctx, store.ClaimParams{Owner: "test", Limit: 100, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []int64
+	for _, r := range c.Records {
+		if r.ID != dead.ID {
+			others = append(others, r.Seq)
+			continue
+		}
+		if _, err := e.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: r.Seq, Error: reason, CountAttempt: true, Dead: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.store.Release(ctx, c.Token, others); err != nil {
+		t.Fatal(err)
+	}
+	return dead.ID
 }
 
 // migrated is a migrated outbox in the test's own schema.
@@ -440,4 +475,121 @@ func TestStatusPage_GroupActionsNeedTheTokenAndChangeTheGroup(t *testing.T) {
 		!strings.Contains(string(audit[0].Filter), key) {
 		t.Fatalf("audit after the group replay: %+v, %v", audit, err)
 	}
+}
+
+// The views share the groups of dead letters they read for GroupsEvery:
+// a dead letter added meanwhile shows only after it, or after an action,
+// whose answer reads the groups afresh, as do the views after it.
+func TestStatusPage_ViewsShareTheGroupsUntilAnAction(t *testing.T) {
+	t.Parallel()
+	e := seedEnv(t)
+	base := serve(t, statuspage.Config{Ops: e.ops, Token: "s3cret", GroupsEvery: time.Hour})
+	auth := map[string]string{"Authorization": "Bearer s3cret"}
+	replayButton := func(page string) string {
+		i := strings.Index(page, `data-group="`)
+		j := strings.Index(page[max(i, 0):], "</tr>")
+		if i < 0 || j < 0 {
+			t.Fatalf("the page lists no group:\n%s", page)
+		}
+		return page[i : i+j]
+	}
+	if _, page := get(t, base+"/", auth); !strings.Contains(replayButton(page), "Replay 1<") {
+		t.Fatalf("the group's row before: %s; want 1 dead letter", replayButton(page))
+	}
+	e.addDeadLetter(t, "o-43")
+	if _, page := get(t, base+"/", auth); !strings.Contains(replayButton(page), "Replay 1<") {
+		t.Fatalf("a view within GroupsEvery read the groups again: %s", replayButton(page))
+	}
+	// An action (here of a group that has no dead letters) answers with
+	// the groups read afresh, and the views after it read them again.
+	code, page := post(t, http.DefaultClient, base+"/dlq-groups/0123456789abcdef/replay", url.Values{"token": {"s3cret"}}, nil)
+	if code != http.StatusOK || !strings.Contains(replayButton(page), "Replay 2<") {
+		t.Fatalf("the answer to an action: %d, the group's row %s; want 2 dead letters", code, replayButton(page))
+	}
+	if _, page := get(t, base+"/", auth); !strings.Contains(replayButton(page), "Replay 2<") {
+		t.Fatalf("a view after the action shows %s; want 2 dead letters", replayButton(page))
+	}
+}
+
+// The page runs one group replay or discard at a time: while one runs
+// (held up here by a transaction that locks the group's dead letter),
+// another of the same or any other group gets 409 and changes nothing;
+// once the first is done, the next is accepted.
+func TestStatusPage_OneGroupActionAtATime(t *testing.T) {
+	t.Parallel()
+	e := seedEnv(t)
+	groups, err := e.ops.DeadLetterGroups(context.Background(), ops.Filter{})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups = %+v, %v", groups, err)
+	}
+	key := groups[0].Key
+	base := serve(t, statuspage.Config{Ops: e.ops, Token: "s3cret"})
+	form := url.Values{"token": {"s3cret"}, "reason": {"broker fixed"}}
+
+	ctx := context.Background()
+	lock, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM outbox_messages WHERE id = $1 FOR UPDATE", e.dead); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, err := http.PostForm(base+"/dlq-groups/"+key+"/replay", form)
+		if err != nil {
+			first <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		first <- answer{resp.StatusCode, string(b), err}
+	}()
+	waitBlocked(t, e.pool)
+
+	impatient := &http.Client{Timeout: 10 * time.Second} // a second run would wait for the lock too
+	for _, other := range []string{key + "/discard", key + "/replay", "0123456789abcdef/replay"} {
+		code, body := post(t, impatient, base+"/dlq-groups/"+other, form, nil)
+		if code != http.StatusConflict || !strings.Contains(body, "replay of group "+key+" is still running") {
+			t.Fatalf("%s while the replay of group %s runs: %d; want 409 naming it:\n%s", other, key, code, body)
+		}
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-first; a.err != nil || a.code != http.StatusOK || !strings.Contains(a.body, "replay group "+key+": 1 message") {
+		t.Fatalf("the first replay: %d, %v\n%s", a.code, a.err, a.body)
+	}
+	if audit, err := e.ops.Audit(ctx, 10); err != nil || len(audit) != 1 {
+		t.Fatalf("audit: %+v, %v; want the first replay's entry only", audit, err)
+	}
+	if code, body := post(t, http.DefaultClient, base+"/dlq-groups/"+key+"/discard", form, nil); code != http.StatusOK {
+		t.Fatalf("a discard after the replay ended: %d; want it accepted:\n%s", code, body)
+	}
+}
+
+// waitBlocked waits until a statement of the test's schema waits for a
+// lock.
+func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%' || current_schema() || '%'`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no statement waited for the lock within 20s")
 }

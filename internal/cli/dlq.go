@@ -42,15 +42,16 @@ later messages of its aggregate, which the relay keeps in order.
 
 An incident is usually one group: the dead letters with the same error
 class (the broker's error code, such as MESSAGE_TOO_LARGE), topic and event
-type. 'list --group' shows each group's key; 'replay --group KEY' and
-'discard --group KEY' change the whole group, in batches (--batch-size) at
-a bounded rate (--rate), keeping the order of each aggregate.
+type. 'list --group' shows each group's key (16 hex digits); 'replay
+--group KEY' and 'discard --group KEY' change the whole group, in batches
+(--batch-size) at a bounded rate (--rate), keeping the order of each
+aggregate.
 
 replay and discard by id change every message named or none; by group or
 filter, each batch commits on its own. Both record who (--actor), when,
 why (--reason) and which messages in the audit log.`,
 		Example: `  outbox dlq list --group
-  outbox dlq replay --group 3f9a2c1b --reason "max.message.bytes raised"
+  outbox dlq replay --group 3f9a2c1b07d4e5a6 --reason "max.message.bytes raised"
   outbox dlq list --aggregate-type Order --since 24h
   outbox dlq show 1042
   outbox dlq replay 0190a1c2-... --reason "topic created"
@@ -74,7 +75,7 @@ func (f *dlqFilterFlags) add(fs *pflag.FlagSet, defaultLimit int) {
 	fs.StringVar(&f.aggregateType, "aggregate-type", "", "only dead letters of this aggregate `type`")
 	fs.StringVar(&f.aggregateID, "aggregate-id", "", "only dead letters of this aggregate `id`")
 	fs.StringVar(&f.eventType, "event-type", "", "only dead letters of this event `type`")
-	fs.StringVar(&f.errorClass, "error-class", "", "only dead letters of this error `class`, as 'list --group' shows it (MESSAGE_TOO_LARGE, \"max attempts: NOT_ENOUGH_REPLICAS\")")
+	fs.StringVar(&f.errorClass, "error-class", "", "only dead letters of this error `class`, as 'list --group' shows it (MESSAGE_TOO_LARGE, \"max attempts: UNKNOWN_SERVER_ERROR\")")
 	fs.StringVar(&f.topic, "topic", "", "only dead letters with this `topic` of their own (not one the relay's routes chose)")
 	fs.StringVar(&f.since, "since", "", "only messages dead-lettered since `time`: RFC 3339, a date (2026-03-01), or an age (24h, 7d)")
 	fs.IntVar(&f.limit, "limit", defaultLimit, "at most this many, oldest first (0: no limit)")
@@ -82,7 +83,7 @@ func (f *dlqFilterFlags) add(fs *pflag.FlagSet, defaultLimit int) {
 
 // addGroup adds --group KEY (replay and discard).
 func (f *dlqFilterFlags) addGroup(fs *pflag.FlagSet) {
-	fs.StringVar(&f.group, "group", "", "the dead letters of the group with this `key`, as 'outbox dlq list --group' shows it")
+	fs.StringVar(&f.group, "group", "", "the dead letters of the group with this `key` (16 hex digits), as 'outbox dlq list --group' shows it")
 }
 
 // selects reports whether a flag that selects dead letters was given.
@@ -96,6 +97,9 @@ func (f *dlqFilterFlags) filter() (ops.Filter, error) {
 		ErrorClass: f.errorClass, Topic: f.topic, Group: f.group, Limit: f.limit}
 	if f.limit < 0 {
 		return out, flagError("limit", "must not be negative, not %d", f.limit)
+	}
+	if out.Group = strings.ToLower(f.group); out.Group != "" && !ops.ValidGroupKey(out.Group) {
+		return out, flagError("group", "must be a group's key, 16 hex digits as 'outbox dlq list --group' shows it, not %q", f.group)
 	}
 	if f.since != "" {
 		t, err := parseTime(f.since, time.Now(), true)
@@ -120,11 +124,12 @@ its aggregate wait behind it, and the last error.
 With --group it prints them grouped by cause, most first: the error class
 (the Kafka error code of the last error, such as MESSAGE_TOO_LARGE, with
 "max attempts: " before it when a retriable error ran out of attempts; the
-error's text when it has no code), the topic and the event type, with each
-group's key, how many dead letters and aggregates it has, and when its
-first and last message became dead letters. The topic is the message's own:
-"(routed)" when it named none and the relay's routes chose one. --limit
-then bounds the groups. Replay or discard a group with its key:
+error's reason when it has no code, without the message's id and topic,
+cut to 80 characters), the topic and the event type, with each group's
+key (16 hex digits), how many dead letters and aggregates it has, and when
+its first and last message became dead letters. The topic is the
+message's own: "(routed)" when it named none and the relay's routes chose
+one. --limit then bounds the groups. Replay or discard a group with its key:
 'outbox dlq replay --group KEY'.`,
 		Example: `  outbox dlq list
   outbox dlq list --group

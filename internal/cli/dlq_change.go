@@ -81,7 +81,7 @@ letter of its aggregate not yet replayed waits for it.
 Fix the cause first (create the topic, grant the ACL, deploy the fix):
 a replayed message that fails again goes through its retries once more.`,
 		Example: `  outbox dlq replay 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "topic orders created"
-  outbox dlq replay --group 3f9a2c1b --reason "max.message.bytes raised"
+  outbox dlq replay --group 3f9a2c1b07d4e5a6 --reason "max.message.bytes raised"
   outbox dlq replay --aggregate-type Order --since 2026-03-01 --reason "ACL fixed"
   outbox dlq replay --all --reason "broker quota raised"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -112,7 +112,7 @@ changed. Or select them with --group KEY (a group of 'outbox dlq list
 --batch-size, each committed with its audit entry, at most --rate per
 second. --reason is required; it is recorded with --actor in the audit log.`,
 		Example: `  outbox dlq discard 0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60 --reason "payload invalid; order re-sent as a new event"
-  outbox dlq discard --group 3f9a2c1b --reason "test events from the load test"`,
+  outbox dlq discard --group 3f9a2c1b07d4e5a6 --reason "test events from the load test"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(c.reason) == "" {
 				return flagError("reason", "is required: say why these events are never published")

@@ -59,7 +59,7 @@ func printGroups(w io.Writer, groups []ops.DeadLetterGroup) {
 		if topic == "" {
 			topic, routed = routedTopic, true
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Key, g.Count, g.Aggregates, g.ErrorClass, topic, g.EventType,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Key, g.Count, g.Aggregates, termSafe(g.ErrorClass), termSafe(topic), termSafe(g.EventType),
 			g.FirstDeadAt.UTC().Format(time.RFC3339), g.LastDeadAt.UTC().Format(time.RFC3339))
 	}
 	tw.Flush()

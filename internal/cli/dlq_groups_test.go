@@ -30,11 +30,11 @@ func TestDLQList_GroupShowsCausesWithTheirKeys(t *testing.T) {
 	f.seedGroups(t)
 	out := f.mustRun(t, exitOK, "dlq", "list", "--group").stdout
 	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "GROUP") || !regexp.MustCompile(`^[0-9a-f]{8}\s+3\s+3\s+MESSAGE_TOO_LARGE\s+orders\s+OrderPlaced\s`).MatchString(lines[1]) {
+	if !strings.HasPrefix(lines[0], "GROUP") || !regexp.MustCompile(`^[0-9a-f]{16}\s+3\s+3\s+MESSAGE_TOO_LARGE\s+orders\s+OrderPlaced\s`).MatchString(lines[1]) {
 		t.Errorf("dlq list --group does not begin with the three MESSAGE_TOO_LARGE:\n%s", out)
 	}
 	for _, want := range []string{"max attempts: UNKNOWN_TOPIC_OR_PARTITION  (routed)  OrderPlaced", "(routed): the messages name no topic",
-		"outbox dlq replay --group " + lines[1][:8]} {
+		"outbox dlq replay --group " + lines[1][:16]} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dlq list --group lacks %q:\n%s", want, out)
 		}
@@ -45,7 +45,7 @@ func TestDLQList_GroupShowsCausesWithTheirKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("dlq list --group --json: %v\n%s", err, out)
 	}
-	if len(got) != 1 || got[0].Key != lines[1][:8] || got[0].Count != 3 || got[0].ErrorClass != "MESSAGE_TOO_LARGE" ||
+	if len(got) != 1 || got[0].Key != lines[1][:16] || got[0].Count != 3 || got[0].ErrorClass != "MESSAGE_TOO_LARGE" ||
 		!got[0].FirstDeadAt.Before(got[0].LastDeadAt) || !strings.Contains(got[0].LastError, "MESSAGE_TOO_LARGE: The request") {
 		t.Errorf("dlq list --group --json --topic orders = %+v", got)
 	}
@@ -93,13 +93,30 @@ func TestDLQReplayAndDiscard_ByGroupChangeExactlyTheGroup(t *testing.T) {
 func TestDLQChange_BadBatchSizeOrRateIsAUsageError(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"dlq", "replay", "--group", "3f9a2c1b", "--batch-size", "0"},
-		{"dlq", "discard", "--group", "3f9a2c1b", "--reason", "x", "--rate", "-1"},
+		{"dlq", "replay", "--group", "3f9a2c1b07d4e5a6", "--batch-size", "0"},
+		{"dlq", "discard", "--group", "3f9a2c1b07d4e5a6", "--reason", "x", "--rate", "-1"},
 		{"dlq", "discard", "--reason", "x"},
 		{"dlq", "discard", "--all", "--reason", "x"},
 	} {
 		if res := runCLI(t, nil, args...); res.code != exitUsage {
 			t.Errorf("outbox %s: exit %d, want %d; stderr:\n%s", strings.Join(args, " "), res.code, exitUsage, res.stderr)
+		}
+	}
+}
+
+// A group's key is 16 hex digits: a shorter or longer one, which could
+// name no group or another, is refused before anything is read or changed.
+func TestDLQChange_GroupKeyMustBeSixteenHexDigits(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"3f9a2c1b", "3f9a2c1b07d4e5a6f", "3f9a2c1b07d4e5g6"} {
+		for _, args := range [][]string{
+			{"dlq", "replay", "--group", key},
+			{"dlq", "discard", "--group", key, "--reason", "x"},
+		} {
+			res := runCLI(t, nil, args...)
+			if res.code != exitUsage || !strings.Contains(res.stderr, "--group") || !strings.Contains(res.stderr, "16 hex digits") {
+				t.Errorf("outbox %s: exit %d, want %d naming --group and its rule; stderr:\n%s", strings.Join(args, " "), res.code, exitUsage, res.stderr)
+			}
 		}
 	}
 }

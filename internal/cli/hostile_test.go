@@ -11,7 +11,8 @@ const hostileID = "0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f70"
 // seedHostile writes, with plain SQL, a dead letter whose every stored
 // text would act on a terminal: aggregate, event type, topic, headers,
 // a text payload, last error, the attempts' errors and an audit entry; a
-// message waits behind it, so its aggregate is blocked.
+// message waits behind it, so its aggregate is blocked. A relay reported a
+// topic with such a name, reason and fix.
 // PostgreSQL text holds no invalid UTF-8, so that case is termSafe's test.
 func (f *opsFixture) seedHostile(t *testing.T) {
 	t.Helper()
@@ -29,6 +30,8 @@ func (f *opsFixture) seedHostile(t *testing.T) {
 		SELECT seq, id, 1, $2, true FROM {{schema}}.outbox_messages WHERE id = $1`, hostileID, "attempt"+evil)
 	f.exec(t, `INSERT INTO {{schema}}.outbox_audit (actor, action, reason, message_ids)
 		VALUES ($1, 'replay', $2, ARRAY[$3::uuid])`, "actor"+evil, "reason"+evil, hostileID)
+	f.exec(t, `INSERT INTO {{schema}}.outbox_topics (relay_id, topic, published_last_hour, unavailable_since, reason, fix)
+		VALUES ('r1', $1, 0, now() - interval '1 minute', $2, $3)`, "topic"+evil, "why"+evil, "fix"+evil)
 	f.exec(t, "ANALYZE {{schema}}.outbox_messages")
 }
 
@@ -53,7 +56,12 @@ func TestStoredText_PrintsEscapedInEveryCommand(t *testing.T) {
 		}},
 		{[]string{"dlq", "show", hostileID, "--json"}, []string{`\u001b[2J`, `\u202e`, `\u009b`, `\u007f`}},
 		{[]string{"dlq", "list", "--json"}, []string{`\u001b[2J`, `\u202e`}},
-		{[]string{"stats"}, []string{`Order\x1b[2J\r\a\u202e\u009b\x7f/42\x1b[2J`, `Placed\x1b[2J`, `relay\x1b]0;owned\a\u202e`}},
+		// The error class keeps the control characters that are not white
+		// space, with numbers as N.
+		{[]string{"dlq", "list", "--group"}, []string{`error\x1b[NJ`, `t\x1b[2J\r\a\u202e\u009b\x7f`, `Placed\x1b[2J\r\a\u202e\u009b\x7f`}},
+		{[]string{"dlq", "list", "--group", "--json"}, []string{`\u001b[NJ`, `\u202e`}},
+		{[]string{"stats"}, []string{`Order\x1b[2J\r\a\u202e\u009b\x7f/42\x1b[2J`, `Placed\x1b[2J`, `relay\x1b]0;owned\a\u202e`,
+			`topic\x1b[2J\r\a\u202e\u009b\x7f`, `why\x1b[2J\r\a\u202e\u009b\x7f`, `fix\x1b[2J\r\a\u202e\u009b\x7f`}},
 		{[]string{"stats", "--json"}, []string{`\u001b[2J`, `\u202e`}},
 		{[]string{"cursor", "status"}, []string{`relay\x1b]0;owned\a\u202e`}},
 	} {

@@ -151,7 +151,7 @@ func TestOpsCommands_BeforeMigrate_NameTheFix(t *testing.T) {
 		{"dlq", "list"},
 		{"dlq", "list", "--group"},
 		{"dlq", "show", "12"},
-		{"dlq", "replay", "--group", "3f9a2c1b"},
+		{"dlq", "replay", "--group", "3f9a2c1b07d4e5a6"},
 		{"dlq", "show", "0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60"},
 		{"dlq", "replay", "--all"},
 		{"dlq", "discard", "0190a1c2-7f3e-7c2a-9d4e-1b2c3d4e5f60", "--reason", "x"},

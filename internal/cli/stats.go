@@ -223,9 +223,9 @@ func printTopics(w io.Writer, s ops.Stats) {
 		state := "ok"
 		if t.Unavailable() {
 			state = fmt.Sprintf("CANNOT TAKE RECORDS since %s ago: %s; its messages wait (%s)",
-				max(s.At.Sub(t.UnavailableSince), 0).Round(time.Second), t.Reason, t.Fix)
+				max(s.At.Sub(t.UnavailableSince), 0).Round(time.Second), termSafe(t.Reason), termSafe(t.Fix))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", t.Topic, t.PublishedLastHour, last, state)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", termSafe(t.Topic), t.PublishedLastHour, last, state)
 	}
 	tw.Flush()
 }

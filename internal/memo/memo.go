@@ -27,6 +27,7 @@ type Value[T any] struct {
 	err     error
 	readAt  time.Time     // when the last read ended; zero before the first
 	running chan struct{} // closed when the running read ends; nil when none runs
+	forgot  uint64        // counts Forget calls
 }
 
 // New returns a Value that calls read at most once per every, each call
@@ -62,13 +63,30 @@ func (v *Value[T]) Get(ctx context.Context) (T, error) {
 	return v.val, v.err
 }
 
+// Forget makes the next Get read again, as after a change that the value
+// does not show yet. A read that runs when Forget is called may have begun
+// before the change: the callers that wait for it get its result, but it
+// is not reused.
+func (v *Value[T]) Forget() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.readAt = time.Time{}
+	v.forgot++
+}
+
 // refresh runs one read, detached from the callers that wait for it.
 func (v *Value[T]) refresh(done chan struct{}) {
+	v.mu.Lock()
+	forgot := v.forgot
+	v.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), v.timeout)
 	val, err := v.read(ctx)
 	cancel()
 	v.mu.Lock()
 	v.val, v.err, v.readAt, v.running = val, err, time.Now(), nil
+	if v.forgot != forgot {
+		v.readAt = time.Time{}
+	}
 	v.mu.Unlock()
 	close(done)
 }

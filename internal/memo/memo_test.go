@@ -101,3 +101,44 @@ func TestGet_ErrorIsReusedForTheInterval(t *testing.T) {
 		t.Fatalf("Get after the interval = %d, %v; want a new read", got, err)
 	}
 }
+
+// After Forget the next Get reads again, also when a read was running
+// when Forget was called: its result goes to those that waited for it, and
+// is not reused.
+func TestForget_NextGetReadsAgain(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	v := memo.New(func(context.Context) (int64, error) {
+		n := reads.Add(1)
+		if n == 3 {
+			close(started)
+			<-release
+		}
+		return n, nil
+	}, time.Hour, time.Minute)
+	ctx := context.Background()
+	if n, _ := v.Get(ctx); n != 1 {
+		t.Fatalf("first Get = %d; want the first read", n)
+	}
+	if n, _ := v.Get(ctx); n != 1 {
+		t.Fatalf("Get within the interval = %d; want the first read again", n)
+	}
+	v.Forget()
+	if n, _ := v.Get(ctx); n != 2 {
+		t.Fatalf("Get after Forget = %d; want a second read", n)
+	}
+
+	v.Forget()
+	waited := make(chan int64)
+	go func() { n, _ := v.Get(ctx); waited <- n }()
+	<-started // the third read runs
+	v.Forget()
+	close(release)
+	if n := <-waited; n != 3 {
+		t.Fatalf("a caller that waited for the third read got %d", n)
+	}
+	if n, _ := v.Get(ctx); n != 4 {
+		t.Fatalf("Get after a Forget during the third read = %d; want a fourth read", n)
+	}
+}
