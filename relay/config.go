@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -64,12 +65,8 @@ type Config struct {
 	// defaults: 5ms at 1,500/s, 10ms at 1,800/s, 20ms from 2,400/s). A
 	// relay that keeps up with writers at the database's limit thus claims
 	// tens of messages per round trip instead of a few, and one that is not
-	// pressed claims at once. On the bench's 2-core machine
-	// (docs/performance-history.md) 8 writers at full speed lost a median of 14.6%
-	// of their throughput to a relay in cursor mode that lingered 5ms and
-	// 7.8% to one that lingered 20ms (six runs each), for 8 ms more
-	// commit-to-ack at the median. Defaults to 20ms (DefaultLinger);
-	// negative turns lingering off.
+	// pressed claims at once. Defaults to 20ms (DefaultLinger); negative
+	// turns lingering off.
 	Linger time.Duration
 	// LingerAbove is the claim rate (messages per second, measured over the
 	// last 250ms, or since the relay's claims started finding messages if
@@ -87,10 +84,9 @@ type Config struct {
 	// distant or struggling broker, a partition without a leader) must not
 	// hold up the messages of the others for longer than this. While the
 	// publish waits they are woken again after 2, 4, 8 ... times
-	// SlowPublish (at most PollInterval apart). Defaults to 10ms (the
-	// embedded broker acknowledges well within that, so the bench measures
-	// the first worker alone); negative: the others join only for full
-	// batches.
+	// SlowPublish (at most PollInterval apart). Defaults to 10ms (a healthy
+	// broker nearby acknowledges well within that, and the first worker
+	// alone keeps up); negative: the others join only for full batches.
 	SlowPublish time.Duration
 	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
 	// poolers in transaction mode, such as PgBouncer); the relay then
@@ -143,10 +139,10 @@ const (
 	DefaultLinger                = 20 * time.Millisecond
 	DefaultLingerAbove           = 1200.0
 	DefaultSlowPublish           = 10 * time.Millisecond
-	DefaultMaxAttempts           = 10
-	DefaultRetryBase             = time.Second
-	DefaultRetryMax              = 300 * time.Second
-	DefaultUnavailableBackoffMax = 30 * time.Second
+	DefaultMaxAttempts           = failure.DefaultMaxAttempts
+	DefaultRetryBase             = failure.DefaultRetryBase
+	DefaultRetryMax              = failure.DefaultRetryMax
+	DefaultUnavailableBackoffMax = failure.DefaultPauseMax
 	DefaultShutdownTimeout       = 10 * time.Second
 )
 

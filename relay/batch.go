@@ -1,0 +1,288 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
+)
+
+// runBatch publishes and marks a claimed batch: SENT for what the broker
+// acknowledged, what the relay's failure.Policy decided for what failed,
+// and, while the relay stops, released for what the broker could not be
+// reached for. If claimNext, the store can, and the relay is neither
+// stopping nor pausing, the mark of what was sent also claims the next
+// batch, which runBatch returns (nil otherwise).
+func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
+	failpoint.Inject("relay-after-claim")
+	errs := r.publishBatch(b)
+	failpoint.Inject("relay-after-ack")
+	out := r.sortOut(b.claim.Records, errs)
+	if !out.unavailable && len(out.sent) > 0 {
+		r.pause.Reset()
+	}
+	var next *batch
+	if len(out.sent) > 0 {
+		next = r.settleSent(b, out, claimNext)
+	}
+	if len(out.failed) > 0 {
+		r.settleFailed(b, out)
+	}
+	if len(out.released) > 0 {
+		if n, ok := r.giveBack(b, out.released); ok {
+			r.log.Info("released unsent messages on shutdown", slog.Int64("messages", n))
+		}
+	}
+	return next
+}
+
+// publishBatch publishes b's messages and returns one error per message.
+// It stops waiting for acks PublishTimeout after the claim, well before
+// the lease ends, so that no ack arrives for a message another relay may
+// own; a publish that waits long wakes the other workers
+// (watchSlowPublish).
+func (r *Relay) publishBatch(b *batch) []error {
+	ctx, cancel := context.WithDeadline(r.sendCtx, b.start.Add(r.cfg.PublishTimeout))
+	defer cancel()
+	slowDone := r.watchSlowPublish()
+	defer slowDone()
+	return r.publish(ctx, b.claim.Records)
+}
+
+// outcome is what happens to the messages of a published batch.
+type outcome struct {
+	sent []outbox.Record
+	// failed are the messages whose publish failed, errs their errors and
+	// failures what the relay's policy decided for them, index by index.
+	failed   []outbox.Record
+	errs     []error
+	failures []store.Failure
+	// released are the messages the broker could not be reached for while
+	// the relay stops: their leases are given back.
+	released []int64
+	// unavailable is true when a publish found the broker unreachable.
+	unavailable bool
+}
+
+// sortOut sorts recs by their publish's error (errs, index by index) and
+// decides the failures.
+func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
+	var out outcome
+	stopping := r.sendCtx.Err() != nil
+	now := time.Now()
+	for i, rec := range recs {
+		err := errs[i]
+		if err == nil {
+			out.sent = append(out.sent, rec)
+			continue
+		}
+		unavailable := sink.Classify(err) == sink.Unavailable
+		if unavailable && stopping {
+			out.released = append(out.released, rec.Seq)
+			continue
+		}
+		out.unavailable = out.unavailable || unavailable
+		out.failed = append(out.failed, rec)
+		out.errs = append(out.errs, err)
+		out.failures = append(out.failures, r.policy.Decide(rec, err, now))
+	}
+	return out
+}
+
+// settleSent marks out.sent SENT and calls Hooks.Published. A worker that
+// claims again at once after a batch that was not full lingers first, as
+// Config.Linger says: before the mark, or after it when the store marks in
+// memory (store.MemoryMarker), so that the batch's acknowledgement does not
+// wait. The mark also claims the next batch (markAndClaim), which
+// settleSent returns, if claimNext and the batch has nothing else to mark.
+func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
+	var linger time.Duration
+	if claimNext && len(b.claim.Records) < r.cfg.BatchSize {
+		linger = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
+	}
+	inMemory := r.marksInMemory()
+	if linger > 0 && !inMemory {
+		r.sleep(linger) // on stop, mark at once
+	}
+	seqs := seqsOf(out.sent)
+	var next *batch
+	var n int64
+	var err error
+	if claimNext && len(out.failed) == 0 && len(out.released) == 0 && !inMemory {
+		next, n = r.markAndClaim(b, seqs)
+	}
+	if next == nil {
+		n, err = r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
+			return r.cfg.Store.MarkSent(ctx, b.claim.Token, seqs)
+		})
+	}
+	r.markedSent(b, out.sent, n, err)
+	if linger > 0 && inMemory {
+		r.sleep(linger)
+	}
+	return next
+}
+
+// markAndClaim marks seqs of b SENT and claims the next batch in one round
+// trip (store.MarkClaimer), and returns that batch with the number of
+// messages marked. It returns nil, and marks nothing, when the store
+// cannot, the relay stops or pauses, or the round trip failed.
+func (r *Relay) markAndClaim(b *batch, seqs []int64) (*batch, int64) {
+	mc, ok := r.cfg.Store.(store.MarkClaimer)
+	if !ok || r.isStopping() || r.pause.Remaining(time.Now()) > 0 {
+		return nil, 0
+	}
+	next := r.newBatch()
+	ctx, cancel := context.WithDeadline(context.Background(), r.leaseEnd(b))
+	n, c, err := mc.MarkSentAndClaim(ctx, b.claim.Token, seqs, r.claimParams())
+	cancel()
+	if err != nil {
+		r.log.Warn("mark and claim failed; marking alone", slog.Any("error", err))
+		return nil, 0
+	}
+	next.claim = c
+	r.claimed(c)
+	return next, n
+}
+
+// markedSent reports the SENT mark of sent (n rows changed, or err).
+func (r *Relay) markedSent(b *batch, sent []outbox.Record, n int64, err error) {
+	if err != nil {
+		r.log.Error("mark sent failed; the messages will be sent again after the lease expires",
+			slog.Any("error", err), slog.Int("messages", len(sent)))
+		return
+	}
+	r.fenced(b.claim.Token, len(sent), n)
+	if r.cfg.Hooks.Published != nil {
+		now := time.Now()
+		for _, rec := range sent {
+			r.cfg.Hooks.Published(rec, now.Sub(rec.CreatedAt))
+		}
+	}
+}
+
+// settleFailed records the decided failures (FAILED or DEAD_LETTER) and
+// reports each; a batch that found the broker unreachable logs the
+// relay's pause.
+func (r *Relay) settleFailed(b *batch, out outcome) {
+	n, err := r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
+		return r.cfg.Store.MarkFailed(ctx, b.claim.Token, out.failures)
+	})
+	if err != nil {
+		r.log.Error("mark failed failed; the messages will be retried after the lease expires",
+			slog.Any("error", err), slog.Int("messages", len(out.failures)))
+	} else {
+		r.fenced(b.claim.Token, len(out.failures), n)
+	}
+	for i, rec := range out.failed {
+		r.report.Report(rec, out.errs[i], out.failures[i])
+	}
+	if out.unavailable {
+		r.log.Warn("broker unavailable; relay pausing", slog.Duration("pause", r.pause.Remaining(time.Now())))
+	}
+}
+
+func seqsOf(recs []outbox.Record) []int64 {
+	seqs := make([]int64, len(recs))
+	for i, rec := range recs {
+		seqs[i] = rec.Seq
+	}
+	return seqs
+}
+
+// publish publishes recs with the sink and returns one error per record,
+// nil for those the broker acknowledged. A record that is not a message to
+// publish (outbox.Record.Invalid: a row written with plain SQL whose
+// headers the store could not read) is not given to the sink: its error is
+// permanent, with the column and the rule, so that it becomes a dead letter
+// at once with that reason while the others are published.
+func (r *Relay) publish(ctx context.Context, recs []outbox.Record) []error {
+	if !slices.ContainsFunc(recs, func(rec outbox.Record) bool { return rec.Invalid != nil }) {
+		return r.publishValid(ctx, recs)
+	}
+	errs := make([]error, len(recs))
+	var valid []outbox.Record
+	var at []int // the index in recs of each record of valid
+	for i, rec := range recs {
+		if rec.Invalid != nil {
+			errs[i] = fmt.Errorf("%w: relay: message %s not published: %w", sink.ErrPermanent, rec.ID, rec.Invalid)
+			continue
+		}
+		valid = append(valid, rec)
+		at = append(at, i)
+	}
+	if len(valid) > 0 {
+		for j, err := range r.publishValid(ctx, valid) {
+			errs[at[j]] = err
+		}
+	}
+	return errs
+}
+
+// publishValid publishes recs with the sink and returns one error per
+// record.
+func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record) []error {
+	errs := r.cfg.Sink.Publish(ctx, recs)
+	if len(errs) != len(recs) {
+		// A sink bug; treat every record as not sent rather than guess.
+		bug := fmt.Errorf("relay: sink returned %d results for %d records", len(errs), len(recs))
+		r.log.Error("sink bug", slog.Any("error", bug))
+		errs = make([]error, len(recs))
+		for i := range errs {
+			errs[i] = bug
+		}
+	}
+	return errs
+}
+
+// marksInMemory reports whether the store records MarkSent without a round
+// trip now (store.MemoryMarker). The relay then marks a batch on its own
+// and claims the next one separately: combining them would save nothing,
+// and the batch's Hooks.Published would wait for the next claim's round
+// trip.
+func (r *Relay) marksInMemory() bool {
+	mm, ok := r.cfg.Store.(store.MemoryMarker)
+	return ok && mm.MarksInMemory()
+}
+
+// mark runs a state change, retrying transient database errors (a killed
+// connection, a failover) until shortly before the lease ends. Past that the
+// message is someone else's to send, and the fence would reject the change
+// anyway.
+func (r *Relay) mark(leaseEnd time.Time, fn func(context.Context) (int64, error)) (int64, error) {
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), leaseEnd)
+		n, err := fn(ctx)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		if time.Until(leaseEnd) < wait {
+			return 0, err
+		}
+		r.log.Warn("mark failed; retrying", slog.Any("error", err), slog.Duration("retry_in", wait))
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func (r *Relay) fenced(token uuid.UUID, want int, got int64) {
+	if got >= int64(want) {
+		return
+	}
+	lost := want - int(got)
+	r.log.Warn("lease was taken over; another relay owns these messages now",
+		slog.String("token", token.String()), slog.Int("messages", lost))
+	if r.cfg.Hooks.Fenced != nil {
+		r.cfg.Hooks.Fenced(lost)
+	}
+}
