@@ -161,7 +161,7 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 	}
 	out := &outcome{
 		sent:      []outbox.Record{recs[0], recs[2]},
-		failed:    []failure{{rec: recs[1], err: errors.New("boom"), delay: time.Second}},
+		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
 		deferAggs: map[aggregate]string{},
 	}
 	if err := r.record(out); err != nil {

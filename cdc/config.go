@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -51,10 +52,10 @@ const (
 	DefaultTablePathInterval     = time.Second
 	DefaultLagLogInterval        = time.Minute
 	DefaultLease                 = 30 * time.Second
-	DefaultMaxAttempts           = 10
-	DefaultRetryBase             = time.Second
-	DefaultRetryMax              = 300 * time.Second
-	DefaultUnavailableBackoffMax = 30 * time.Second
+	DefaultMaxAttempts           = failure.DefaultMaxAttempts
+	DefaultRetryBase             = failure.DefaultRetryBase
+	DefaultRetryMax              = failure.DefaultRetryMax
+	DefaultUnavailableBackoffMax = failure.DefaultPauseMax
 	DefaultShutdownTimeout       = 10 * time.Second
 	// DefaultMaxInFlightBytes bounds the bytes of the messages the relay
 	// holds (see Config.MaxInFlightBytes).

@@ -251,7 +251,7 @@ func (p *pipeline) start(b batch) (*batchRun, error) {
 	for _, ev := range b.items {
 		agg := aggOf(ev.rec)
 		if ev.decodeErr != nil {
-			run.out.failed = append(run.out.failed, failure{rec: ev.rec, err: permanent(ev.decodeErr), dead: true})
+			run.out.failed = append(run.out.failed, p.r.decide(ev.rec, permanent(ev.decodeErr)))
 			p.link(run, agg, false)
 			continue
 		}

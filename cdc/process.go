@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
-	"github.com/outbox-dev/outbox/internal/backoff"
+	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
 )
 
 // maxLastErrorBytes bounds the error text kept per message, as pgstore does.
@@ -36,19 +37,23 @@ func (r *Relay) heartbeat() {
 // outcome collects what happens to a batch's messages.
 type outcome struct {
 	sent      []outbox.Record
-	failed    []failure
+	failed    []decided
 	deferred  []outbox.Record
 	deferAggs map[aggregate]string // aggregate -> reason
 }
 
-type failure struct {
-	rec   outbox.Record
-	err   error
-	delay time.Duration
-	dead  bool
-	// waits is true when the failure was not the message's fault (its
-	// topic cannot take records): no attempt is counted.
-	waits bool
+// decided is a message whose publish failed, with its error and what the
+// relay's failure.Policy decided for it.
+type decided struct {
+	rec outbox.Record
+	err error
+	f   store.Failure
+}
+
+// decide decides what happens to rec, whose publish failed with err, as
+// the table path (a polling relay) decides: see package failure.
+func (r *Relay) decide(rec outbox.Record, err error) decided {
+	return decided{rec: rec, err: err, f: r.policy.Decide(rec, err, time.Now())}
 }
 
 type aggregate struct{ typ, id string }
@@ -151,7 +156,8 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 // deferred), the message is deferred too, and the table path sends it in
 // order. A failed publish that counts as an attempt is recorded as FAILED
 // or DEAD_LETTER; the table path retries it as the polling relay would.
-// While the broker is unavailable the batch waits and retries, counting
+// While the broker is unavailable the batch waits out the relay's pause
+// (one failure.Pause for every batch in flight) and retries, counting
 // nothing (the batches behind it wait, within the in-flight bounds).
 // publish returns errStopped when the relay stops or the pipeline ends
 // before every message was resolved.
@@ -166,7 +172,6 @@ func (r *Relay) publish(ctx context.Context, run *batchRun) error {
 		}
 		waves[k] = append(waves[k], i)
 	}
-	backoff := time.Duration(0)
 	for _, wave := range waves {
 		pending := wave
 		for len(pending) > 0 {
@@ -208,7 +213,7 @@ func (r *Relay) publish(ctx context.Context, run *batchRun) error {
 				}
 				todo = append(todo, i)
 			}
-			if err := r.publishWave(ctx, run, todo, &backoff); err != nil {
+			if err := r.publishWave(ctx, run, todo); err != nil {
 				return err
 			}
 			pending = waiting
@@ -219,81 +224,97 @@ func (r *Relay) publish(ctx context.Context, run *batchRun) error {
 
 // publishWave publishes the messages run.recs[todo] (one per aggregate)
 // until each was acknowledged or failed for good, retrying while the broker
-// is unavailable.
-func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int, backoff *time.Duration) error {
+// is unavailable (awaitBroker). A wave that the broker answered in full
+// ends the relay's pause.
+func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int) error {
 	for len(todo) > 0 {
 		if r.isStopping() && r.sendCtx.Err() != nil {
 			return errStopped
 		}
-		recs := make([]outbox.Record, len(todo))
-		for j, i := range todo {
-			recs[j] = run.recs[i]
-		}
-		pctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
-		errs := r.cfg.Sink.Publish(pctx, recs)
-		cancel()
+		errs := r.publishRecs(run, todo)
 		if r.aborted.Load() {
 			return errStopped
 		}
-		if len(errs) != len(recs) {
-			bug := fmt.Errorf("cdc: sink returned %d results for %d records", len(errs), len(recs))
-			r.log.Error("sink bug", slog.Any("error", bug))
-			errs = make([]error, len(recs))
-			for j := range errs {
-				errs[j] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
-			}
-		}
-		var again []int
-		var lastErr error
-		for j, i := range todo {
-			rec, err := run.recs[i], errs[j]
-			if err == nil {
-				run.out.sent = append(run.out.sent, rec)
-				run.own[i].resolve(true)
-				continue
-			}
-			switch sink.Classify(err) {
-			case sink.Unavailable:
-				again = append(again, i)
-				lastErr = err
-			case sink.Permanent:
-				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: true})
-				run.own[i].resolve(false)
-			case sink.TopicUnavailable:
-				// The topic's messages wait on the table path, without
-				// counting an attempt; other topics keep streaming.
-				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, waits: true,
-					delay: sink.TopicRetryDelay(err, time.Now())})
-				run.own[i].resolve(false)
-			default:
-				dead := r.cfg.MaxAttempts <= 1
-				run.out.failed = append(run.out.failed, failure{rec: rec, err: err, dead: dead, delay: r.retryDelay(1)})
-				run.own[i].resolve(false)
-			}
-		}
-		todo = again
-		if len(todo) == 0 {
-			*backoff = 0
+		again, lastErr := r.settleWave(run, todo, errs)
+		if len(again) == 0 {
+			r.policy.Pause.Reset()
 			return nil
 		}
-		if r.isStopping() {
+		if r.isStopping() || !r.awaitBroker(ctx, lastErr, len(again)) {
 			return errStopped
 		}
-		*backoff = min(max(2**backoff, 500*time.Millisecond), r.cfg.UnavailableBackoffMax)
-		r.log.Warn("broker unavailable; the stream waits", slog.Any("error", lastErr),
-			slog.Int("messages", len(todo)), slog.Duration("retry_in", *backoff))
-		t := time.NewTimer(*backoff)
+		todo = again
+	}
+	return nil
+}
+
+// publishRecs publishes run.recs[todo] and returns one error per message.
+func (r *Relay) publishRecs(run *batchRun, todo []int) []error {
+	recs := make([]outbox.Record, len(todo))
+	for j, i := range todo {
+		recs[j] = run.recs[i]
+	}
+	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
+	defer cancel()
+	errs := r.cfg.Sink.Publish(ctx, recs)
+	if len(errs) != len(recs) {
+		bug := fmt.Errorf("cdc: sink returned %d results for %d records", len(errs), len(recs))
+		r.log.Error("sink bug", slog.Any("error", bug))
+		errs = make([]error, len(recs))
+		for j := range errs {
+			errs[j] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
+		}
+	}
+	return errs
+}
+
+// settleWave resolves the messages run.recs[todo] by their publish's
+// errors (errs, index by index): acknowledged, or failed as the relay's
+// policy decides. It returns those that found the broker unreachable, to
+// publish again, and the last such error.
+func (r *Relay) settleWave(run *batchRun, todo []int, errs []error) (again []int, lastErr error) {
+	for j, i := range todo {
+		rec, err := run.recs[i], errs[j]
+		switch {
+		case err == nil:
+			run.out.sent = append(run.out.sent, rec)
+			run.own[i].resolve(true)
+		case sink.Classify(err) == sink.Unavailable:
+			again = append(again, i)
+			lastErr = err
+		default:
+			// A message that failed waits on the table path, which retries
+			// it as the polling relay would; other aggregates keep
+			// streaming.
+			run.out.failed = append(run.out.failed, r.decide(rec, err))
+			run.own[i].resolve(false)
+		}
+	}
+	return again, lastErr
+}
+
+// awaitBroker waits while the broker is unreachable: n messages just found
+// it so (lastErr), which starts or lengthens the relay's pause, and the
+// wave waits until the pause is over, whichever batch lengthened it
+// meanwhile. It reports false on stop or when ctx ends.
+func (r *Relay) awaitBroker(ctx context.Context, lastErr error, n int) bool {
+	d := r.policy.Pause.Next(time.Now())
+	r.log.Warn("broker unavailable; the stream waits", slog.Any("error", lastErr),
+		slog.Int("messages", n), slog.Duration("retry_in", d))
+	for d > 0 {
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-r.stopping:
 			t.Stop()
-			return errStopped
+			return false
 		case <-ctx.Done():
 			t.Stop()
-			return errStopped
+			return false
 		}
+		d = r.policy.Pause.Remaining(time.Now())
 	}
-	return nil
+	return true
 }
 
 // permanent marks err as a permanent failure.
@@ -323,9 +344,9 @@ func (r *Relay) record(out *outcome) error {
 	fDelays := make([]int64, len(out.failed))
 	fDead := make([]bool, len(out.failed))
 	fCount := make([]bool, len(out.failed))
-	for i, f := range out.failed {
-		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = f.rec.Seq, cleanError(f.err.Error()), f.delay.Milliseconds(), f.dead
-		fCount[i] = !f.waits
+	for i, d := range out.failed {
+		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = d.f.Seq, cleanError(d.f.Error), d.f.Delay.Milliseconds(), d.f.Dead
+		fCount[i] = d.f.CountAttempt
 	}
 	types := make([]string, 0, len(out.deferAggs))
 	ids := make([]string, 0, len(out.deferAggs))
@@ -353,6 +374,14 @@ func (r *Relay) record(out *outcome) error {
 	return nil
 }
 
+// streamLines are the log lines of the stream's failures, which the table
+// path retries.
+var streamLines = failure.Lines{
+	Dead:  "message dead-lettered; its aggregate waits (table path)",
+	Retry: "publish failed; retry scheduled on the table path",
+	Wait:  "topic cannot take records; the message waits on the table path",
+}
+
 // report logs the outcome and calls the hooks.
 func (r *Relay) report(out *outcome) {
 	now := time.Now()
@@ -361,19 +390,9 @@ func (r *Relay) report(out *outcome) {
 			h(rec, now.Sub(rec.CreatedAt))
 		}
 	}
-	for _, f := range out.failed {
-		attrs := recAttrs(f.rec, slog.String("error", f.err.Error()))
-		switch {
-		case f.dead:
-			r.log.Error("message dead-lettered; its aggregate waits (table path)", attrs...)
-		case f.waits:
-			r.log.Debug("topic cannot take records; the message waits on the table path", append(attrs, slog.Duration("retry_in", f.delay))...)
-		default:
-			r.log.Warn("publish failed; retry scheduled on the table path", append(attrs, slog.Duration("retry_in", f.delay))...)
-		}
-		if h := r.cfg.Hooks.Failed; h != nil {
-			h(f.rec, f.err, f.dead)
-		}
+	rp := failure.Reporter{Log: r.log, Lines: streamLines, Failed: r.cfg.Hooks.Failed}
+	for _, d := range out.failed {
+		rp.Report(d.rec, d.err, d.f)
 	}
 	for _, rec := range out.deferred {
 		r.log.Debug("message handed to the table path", recAttrs(rec)...)
@@ -387,13 +406,6 @@ func recAttrs(rec outbox.Record, extra ...any) []any {
 	return append([]any{slog.String("message_id", rec.ID.String()), slog.Int64("seq", rec.Seq),
 		slog.String("aggregate_type", rec.AggregateType), slog.String("aggregate_id", rec.AggregateID),
 		slog.String("event_type", rec.EventType)}, extra...)
-}
-
-// retryDelay is the polling relay's delay before the next attempt after
-// `attempt` failures: min(RetryMax, RetryBase*2^attempt), minus a random
-// jitter of up to half.
-func (r *Relay) retryDelay(attempt int) time.Duration {
-	return backoff.Delay(r.cfg.RetryBase, r.cfg.RetryMax, attempt)
 }
 
 // cleanError makes an error text storable and bounded: valid UTF-8 without

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -29,6 +30,9 @@ type Relay struct {
 	q     queries
 	store *pgstore.Store
 	table *relay.Relay // the table path
+	// policy decides what happens to a message whose publish failed; its
+	// Pause holds the stream's batches while the broker is unreachable.
+	policy failure.Policy
 	// outboxTable is the quoted, schema-qualified outbox table.
 	outboxTable string
 
@@ -81,6 +85,8 @@ func New(cfg Config) (*Relay, error) {
 		done:        make(chan struct{}),
 	}
 	r.recreate.Store(cfg.RecreateSlot)
+	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax,
+		Pause: failure.NewPause(cfg.UnavailableBackoffMax)}
 	r.table, err = relay.New(relay.Config{
 		Store:                 &tableQueue{r: r},
 		Sink:                  cfg.Sink,
