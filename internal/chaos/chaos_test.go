@@ -38,17 +38,23 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // order services killed; the broker stopped; links degraded; late commits
 // and rollbacks; poison): every invariant holds afterwards.
 func TestRun_ShortSeededRun_AllInvariantsHold(t *testing.T) {
-	shortSeededRun(t, false)
+	shortSeededRun(t, StrategyClaim)
 }
 
 // The same with the outbox in cursor mode: one relay leads a cursor over
 // it and the others stand by, the failpoint faults kill the leader (after
-// an ack, and inside the save of its position).
+// an ack, and inside the save of its position), and the pauses stop it.
 func TestRun_ShortSeededRunInCursorMode_AllInvariantsHold(t *testing.T) {
-	shortSeededRun(t, true)
+	shortSeededRun(t, StrategyCursor)
 }
 
-func shortSeededRun(t *testing.T, cursor bool) {
+// The same with CDC relays: one streams from the replication slot and the
+// others stand by; the leader is killed at random moments and paused.
+func TestRun_ShortSeededRunInCDCMode_AllInvariantsHold(t *testing.T) {
+	shortSeededRun(t, StrategyCDC)
+}
+
+func shortSeededRun(t *testing.T, strategy string) {
 	const seed = 20261130
 	cfg := Config{
 		DatabaseURL: pgtest.URL(),
@@ -56,7 +62,8 @@ func shortSeededRun(t *testing.T, cursor bool) {
 		Duration:    30 * time.Second,
 		Lease:       5 * time.Second, // room for a loaded machine: publish timeout 2.5 s
 		Clients:     4,
-		Cursor:      cursor,
+		Strategy:    strategy,
+		SampleEvery: 10 * time.Second,
 		// No bound on the drain in a test (timings are noisy when other
 		// packages run too); it must still drain.
 		DrainBound:   5 * time.Minute,
@@ -77,8 +84,25 @@ func shortSeededRun(t *testing.T, cursor bool) {
 		t.Errorf("a run that exercised too little: %d faults, %d events delivered, %d effects, %d/%d dead letters",
 			rep.FaultsTotal(), rep.Events.Delivered, rep.Effects.Once, rep.DeadLetters.Actual, rep.DeadLetters.Expected)
 	}
-	if cursor {
-		// The failpoint faults must find the leader; one that was still
+	if rep.Strategy != strategy {
+		t.Errorf("report names strategy %q; want %q", rep.Strategy, strategy)
+	}
+	// Samples at the load's start, at 10 s and 20 s, at its end and after
+	// the drain, of each relay; every relay was up after the drain.
+	for _, s := range rep.Resources {
+		if len(s.Samples) != 5 {
+			t.Errorf("%s: %d samples; want 5: %+v", s.Relay, len(s.Samples), s.Samples)
+			continue
+		}
+		if last := s.Samples[4]; last.Phase != SampleDrained || last.PID == 0 || last.RSS <= 0 || last.Goroutines <= 0 || last.Conns <= 0 {
+			t.Errorf("%s after the drain: %+v; want every figure read", s.Relay, last)
+		}
+	}
+	if len(rep.Resources) != DefaultRelays {
+		t.Errorf("resources of %d relays", len(rep.Resources))
+	}
+	if strategy != StrategyClaim {
+		// The faults aimed at the leader must find it; one that was still
 		// waiting for a message to reach its failpoint when the load ended
 		// (scheduled in its last seconds) says nothing about that.
 		var missed []string

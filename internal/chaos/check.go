@@ -18,6 +18,7 @@ const (
 	InvEffects       = "exactly-one-effect"       // one business effect per event, stock conserved
 	InvDeadLetters   = "dead-letters-only-poison" // DEAD_LETTER exactly for the injected poison
 	InvDrain         = "drain-within-bound"       // the backlog drained within DrainBound after the heal
+	InvResourcesFlat = "relay-resources-flat"     // no relay's memory, goroutines or connections grew (the flat rule)
 	InvNoUnknownFail = "harness-observed-all"     // the harness could read everything it needed
 )
 
@@ -31,9 +32,10 @@ const (
 // Observations is everything the checker looks at. It is plain data, so a
 // test can fabricate one.
 type Observations struct {
-	// Healed is when every fault was healed and the load had stopped;
-	// Drained is when the backlog was drained (zero if it never was).
-	Healed, Drained time.Time
+	// Started is when the load started; Healed is when every fault was
+	// healed and the load had stopped; Drained is when the backlog was
+	// drained (zero if it never was).
+	Started, Healed, Drained time.Time
 	// Faults are the windows in which faults were active.
 	Faults []FaultWindow
 	// Requests are the client's writes with their outcome.
@@ -47,6 +49,8 @@ type Observations struct {
 	Poison []string
 	// Effects are the consumers' tables.
 	Effects Effects
+	// Resources are the relays' samples, judged by the flat rule.
+	Resources []ResourceSeries
 	// ReadErrors are what the harness failed to read; any makes the run FAIL.
 	ReadErrors []string
 }
@@ -326,7 +330,7 @@ func Check(obs Observations, b Bounds) Verdict {
 	var kills []FaultWindow
 	for _, f := range obs.Faults {
 		switch f.Kind {
-		case FaultRelayKill, FaultRelayAfterAck, FaultRelayInMark, FaultRelayZombie:
+		case FaultRelayKill, FaultLeaderKill, FaultRelayAfterAck, FaultRelayInMark, FaultRelayZombie:
 			kills = append(kills, f)
 		}
 	}
@@ -411,6 +415,9 @@ func Check(obs Observations, b Bounds) Verdict {
 		}
 	}
 	v.LatencyCalm, v.LatencyFaults = percentiles(calm), percentiles(faulty)
+
+	checkResources(obs.Resources, violate)
+	v.Stalls = pauseStalls(obs)
 
 	for inv, list := range v.Violations {
 		if len(list) == 0 {
@@ -500,87 +507,6 @@ func checkEffects(obs Observations, copies map[string][]TopicRecord, violate fun
 				sku, s[0], s[1], ef.ShippedUnits[sku], initial, ef.ReservedUnits[sku])
 		}
 	}
-}
-
-// Verdict is what [Check] decides.
-type Verdict struct {
-	Pass bool
-	// Violations maps each violated invariant to examples of the violation.
-	Violations map[string][]string
-	counts     map[string]int
-
-	Requests    RequestCounts
-	Events      EventCounts
-	Duplicates  DupCounts
-	Effects     EffectCounts
-	DeadLetters DeadLetterCounts
-	// LatencyCalm and LatencyFaults are the enqueue-to-first-copy latencies
-	// of the events no fault window touched, and of the others.
-	LatencyCalm, LatencyFaults Latency
-	// Drain is the time from the heal to the drain.
-	Drain time.Duration
-}
-
-// ViolationCount is how many times inv was violated (Violations keeps at
-// most 20 examples).
-func (v Verdict) ViolationCount(inv string) int { return v.counts[inv] }
-
-// RequestCounts count the workload's writes by outcome.
-type RequestCounts struct {
-	OK            int `json:"ok"`
-	Rejected      int `json:"rejected"`
-	Indeterminate int `json:"indeterminate"`
-}
-
-func (c *RequestCounts) count(outcome string) {
-	switch outcome {
-	case OutcomeOK:
-		c.OK++
-	case OutcomeRejected:
-		c.Rejected++
-	default:
-		c.Indeterminate++
-	}
-}
-
-// EventCounts count events.
-type EventCounts struct {
-	Committed         int `json:"committed"`
-	Delivered         int `json:"delivered"`
-	Lost              int `json:"lost"`
-	Phantom           int `json:"phantom"`
-	OutOfOrder        int `json:"outOfOrder"`
-	StaleRedeliveries int `json:"staleRedeliveries"`
-}
-
-// DupCounts count duplicate copies on the topics.
-type DupCounts struct {
-	Total         int `json:"total"`
-	MaxCopies     int `json:"maxCopies"`
-	OutsideFaults int `json:"outsideFaultWindows"`
-}
-
-// EffectCounts count business effects per event: once, missing, twice,
-// in a wrong final state, and SKUs whose stock is not conserved.
-type EffectCounts struct {
-	Once        int `json:"once"`
-	Missing     int `json:"missing"`
-	Twice       int `json:"twice"`
-	WrongState  int `json:"wrongState"`
-	StockErrors int `json:"stockErrors"`
-}
-
-// DeadLetterCounts are the dead letters expected (the poison) and found.
-type DeadLetterCounts struct {
-	Expected int `json:"expected"`
-	Actual   int `json:"actual"`
-}
-
-// Latency is a distribution's p50, p99 and max, and its size. Its JSON
-// form is in milliseconds.
-type Latency struct {
-	N             int
-	P50, P99, Max time.Duration
 }
 
 func percentiles(ds []time.Duration) Latency {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,12 @@ func healthy() (Observations, Bounds) {
 		},
 		Records: []TopicRecord{rec("e1", "OrderPlaced", 0, 1, time.Second+5*time.Millisecond), rec("e2", "OrderPaid", 1, 2, 2*time.Second+5*time.Millisecond)},
 		Poison:  []string{"p1"},
+		Resources: []ResourceSeries{{Relay: "relay-1", Samples: []ResourceSample{
+			{At: 0, Phase: SampleLoad, PID: 10, RSS: 20 << 20, Goroutines: 30, Conns: 3},
+			{At: time.Minute, Phase: SampleLoad, PID: 10, RSS: 40 << 20, Goroutines: 45, Conns: 6},
+			{At: 2 * time.Minute, Phase: SampleEnd, PID: 11, RSS: -1, Goroutines: -1, Conns: -1}, // paused, or restarting
+			{At: 2*time.Minute + time.Second, Phase: SampleDrained, PID: 11, RSS: 60 << 20, Goroutines: 80, Conns: 8},
+		}}},
 		Effects: Effects{
 			Consumers: []string{"billing", "inventory-service"}, OrdersTopic: "orders",
 			Processed: map[string]map[string]int{"billing": {"e1": 1, "e2": 1}, "inventory-service": {"e1": 1, "e2": 1}},
@@ -154,6 +161,19 @@ func TestCheck_FabricatedViolations_FailNamingTheInvariant(t *testing.T) {
 		{"drained too late", []string{InvDrain}, func(o *Observations) {
 			o.Drained = o.Healed.Add(time.Minute)
 		}, nil},
+		{"a relay's goroutines grew", []string{InvResourcesFlat}, func(o *Observations) {
+			o.Resources[0].Samples[3].Goroutines = 30*3/2 + FlatSlackGoroutines + 1 // the median of the first half is 30
+		}, nil},
+		{"a relay's resident memory grew", []string{InvResourcesFlat}, func(o *Observations) {
+			o.Resources[0].Samples[3].RSS = 30<<20 + FlatSlackRSS + 1
+		}, nil},
+		{"a relay's connections grew", []string{InvResourcesFlat}, func(o *Observations) {
+			o.Resources[0].Samples[3].Conns = 4 + FlatSlackConns + 1
+		}, func(t *testing.T, v Verdict) {
+			if got, want := v.Violations[InvResourcesFlat][0], fmt.Sprintf("relay-1: database connections grew to %d (pid 11", 4+FlatSlackConns+1); !strings.Contains(got, want) {
+				t.Errorf("violation %q; want it to name the relay, the figure, the value and the pid", got)
+			}
+		}},
 		{"the harness could not read something", []string{InvNoUnknownFail}, func(o *Observations) {
 			o.ReadErrors = []string{"read the topics: timeout"}
 		}, nil},

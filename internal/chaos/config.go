@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,7 +26,33 @@ const (
 	DefaultMaxCopies     = 3
 	DefaultDrainBound    = 90 * time.Second
 	DefaultDrainTimeout  = 3 * time.Minute
+	DefaultSampleEvery   = time.Minute
 )
+
+// Strategies of the relay (Config.Strategy).
+const (
+	// StrategyClaim: every relay claims due messages, publishes and marks
+	// them (the relay's default).
+	StrategyClaim = "claim"
+	// StrategyCursor: the outbox is in cursor mode (pgstore EnableCursor);
+	// one relay leads a cursor over the QUEUED messages, the others stand
+	// by.
+	StrategyCursor = "cursor"
+	// StrategyCDC: the relays run with --mode cdc; one streams from the
+	// replication slot, the others stand by.
+	StrategyCDC = "cdc"
+)
+
+// Strategies lists the strategies in the order [StrategyForSeed] picks them.
+var Strategies = []string{StrategyClaim, StrategyCursor, StrategyCDC}
+
+// StrategyForSeed is the strategy of a run whose Config.Strategy is empty:
+// Strategies[seed mod 3], so that runs with random seeds cover every
+// strategy and a seed alone replays its run.
+func StrategyForSeed(seed int64) string {
+	n := int64(len(Strategies))
+	return Strategies[((seed%n)+n)%n]
+}
 
 // ErrInvalidConfig is wrapped by the error of [Run] for a bad [Config].
 var ErrInvalidConfig = errors.New("chaos: invalid config")
@@ -71,14 +99,13 @@ type Config struct {
 	// (pg_ctlcluster fast and immediate). Off by default: the server is
 	// usually shared with other tests.
 	PGRestart bool
-	// Cursor turns cursor mode on for the outbox (pgstore's EnableCursor)
-	// right after its migration, before any process starts: one relay
-	// leads a cursor over the QUEUED messages instead of claiming and
-	// marking each one, the others stand by. The faults and checks are the
-	// same; the failpoint faults aim at the leader, and relay-kill-in-mark
-	// kills it inside the transaction that saves its position. Defaults to
-	// false (claim mode).
-	Cursor bool
+	// Strategy is the relay strategy under test: StrategyClaim,
+	// StrategyCursor (the outbox is put in cursor mode right after its
+	// migration, before any process starts) or StrategyCDC (the relays run
+	// with --mode cdc). The checks are the same for all; the faults aimed
+	// at one relay aim at the leader where there is one (docs/chaos.md,
+	// "Strategies"). Defaults to "": StrategyForSeed of the run's seed.
+	Strategy string
 	// PGCluster is the "version name" of the cluster pg_ctlcluster
 	// restarts. Defaults to "15 main".
 	PGCluster string
@@ -96,6 +123,11 @@ type Config struct {
 	// WorkDir holds the binary, the broker's data and the processes' logs.
 	// Defaults to a new temporary directory, removed after a passing run.
 	WorkDir string
+	// SampleEvery is how often the resources of every relay process
+	// (resident memory, goroutines, database connections) are sampled while
+	// the load runs; they are also sampled when the load ends and after the
+	// drain. Defaults to 1m.
+	SampleEvery time.Duration
 	// KeepSchemas keeps the run's schemas after a passing run too.
 	KeepSchemas bool
 	// Out receives the progress lines and the report's table. Defaults to
@@ -152,6 +184,9 @@ func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
+	if c.SampleEvery == 0 {
+		c.SampleEvery = DefaultSampleEvery
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -186,6 +221,10 @@ func (c Config) validate() error {
 		return bad("MaxCopies", "must be at least 1, not %d", c.MaxCopies)
 	case c.Grace < 0:
 		return bad("Grace", "must not be negative, not %s", c.Grace)
+	case c.Strategy != "" && !slices.Contains(Strategies, c.Strategy):
+		return bad("Strategy", "must be %s, or empty for the seed's, not %q", strings.Join(Strategies, ", "), c.Strategy)
+	case c.SampleEvery < time.Second:
+		return bad("SampleEvery", "must be at least 1s, not %s", c.SampleEvery)
 	case c.DrainBound <= 0 || c.DrainTimeout < c.DrainBound:
 		return bad("DrainTimeout", "must be at least DrainBound (%s), and both positive; not %s", c.DrainBound, c.DrainTimeout)
 	}

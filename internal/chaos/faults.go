@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 )
@@ -21,9 +20,10 @@ import (
 // Fault kinds.
 const (
 	FaultRelayKill       = "relay-kill"           // SIGKILL a relay at a random moment
+	FaultLeaderKill      = "relay-kill-leader"    // SIGKILL the leading relay at a random moment (CDC)
 	FaultRelayAfterAck   = "relay-kill-after-ack" // SIGKILL a relay when the broker has a record it has not marked
 	FaultRelayInMark     = "relay-kill-in-mark"   // SIGKILL a relay inside its mark transaction
-	FaultRelayZombie     = "relay-zombie"         // SIGSTOP a relay past its lease, then SIGCONT
+	FaultRelayZombie     = "relay-zombie"         // SIGSTOP a relay (the leader, if any) past its lease, then SIGCONT
 	FaultRollingRestart  = "rolling-restart"      // SIGTERM and restart each relay in turn
 	FaultConsumerKill    = "consumer-kill"        // SIGKILL billing or inventory
 	FaultOrdersKill      = "orders-kill"          // SIGKILL an order service
@@ -45,6 +45,10 @@ const (
 	failpointWait        = 20 * time.Second
 	restartWithin        = 60 * time.Second
 	concurrentFaultKinds = "late-commit late-rollback poison"
+	// targetLeader is the planned target of a fault aimed at whichever
+	// relay leads when it is injected (cursor and CDC).
+	targetLeader = "leader"
+	leaderWait   = 10 * time.Second
 )
 
 // PlannedFault is one entry of the schedule a seed gives.
@@ -64,6 +68,31 @@ func (p PlannedFault) MarshalJSON() ([]byte, error) {
 		p.At.Milliseconds(), p.Kind, p.Target, p.Hold.Milliseconds(), p.Variant), nil
 }
 
+// weightedFault is a kind of exclusive fault and its weight in the draw.
+type weightedFault struct {
+	kind   string
+	weight int
+}
+
+// faultWeights are the exclusive faults the schedule draws from, for the
+// config's strategy.
+func faultWeights(cfg Config) []weightedFault {
+	kinds := []weightedFault{
+		{FaultRelayKill, 4}, {FaultRelayAfterAck, 3}, {FaultRelayInMark, 2}, {FaultRelayZombie, 3},
+		{FaultRollingRestart, 1}, {FaultConsumerKill, 3}, {FaultOrdersKill, 1}, {FaultBrokerStop, 1},
+		{FaultLinkLatency, 3}, {FaultLinkReset, 3}, {FaultLinkBlackhole, 2}, {FaultLinkBandwidth, 1},
+	}
+	if cfg.Strategy == StrategyCDC {
+		// The CDC relay has no failpoints on its stream: the leader is
+		// killed at random moments instead.
+		kinds = slices.Replace(kinds, 1, 3, weightedFault{FaultLeaderKill, 5})
+	}
+	if cfg.PGRestart {
+		kinds = append(kinds, weightedFault{FaultPGRestart, 1})
+	}
+	return kinds
+}
+
 // planFaults derives the fault schedule from the seed: the same seed and
 // config give the same schedule.
 func planFaults(seed int64, cfg Config) []PlannedFault {
@@ -80,18 +109,8 @@ func planFaults(seed int64, cfg Config) []PlannedFault {
 	linkNames = append(linkNames, "pg-billing", "pg-inventory")
 	link := func() string { return linkNames[rng.IntN(len(linkNames))] }
 
-	type weighted struct {
-		kind   string
-		weight int
-	}
-	kinds := []weighted{
-		{FaultRelayKill, 4}, {FaultRelayAfterAck, 3}, {FaultRelayInMark, 2}, {FaultRelayZombie, 3},
-		{FaultRollingRestart, 1}, {FaultConsumerKill, 3}, {FaultOrdersKill, 1}, {FaultBrokerStop, 1},
-		{FaultLinkLatency, 3}, {FaultLinkReset, 3}, {FaultLinkBlackhole, 2}, {FaultLinkBandwidth, 1},
-	}
-	if cfg.PGRestart {
-		kinds = append(kinds, weighted{FaultPGRestart, 1})
-	}
+	kinds := faultWeights(cfg)
+	leads := cfg.Strategy == StrategyCursor || cfg.Strategy == StrategyCDC
 	total := 0
 	for _, k := range kinds {
 		total += k.weight
@@ -113,10 +132,15 @@ func planFaults(seed int64, cfg Config) []PlannedFault {
 		switch kind {
 		case FaultRelayKill:
 			f.Target, f.Hold = relay(), between(200*time.Millisecond, 3*time.Second)
+		case FaultLeaderKill:
+			f.Target, f.Hold = targetLeader, between(200*time.Millisecond, 3*time.Second)
 		case FaultRelayAfterAck, FaultRelayInMark:
 			f.Target = relay()
 		case FaultRelayZombie:
 			f.Target, f.Hold = relay(), cfg.Lease+between(time.Second, 2*cfg.Lease)
+			if leads {
+				f.Target = targetLeader
+			}
 		case FaultConsumerKill:
 			f.Target, f.Hold = []string{"billing", "inventory"}[rng.IntN(2)], between(200*time.Millisecond, 2*time.Second)
 		case FaultOrdersKill:
@@ -203,10 +227,17 @@ func (h *harness) component(name string) *component {
 // still waiting for its moment when the load ended.
 const CutOffByTheEnd = "cut off by the end of the load"
 
-// inject runs one fault and heals it (early when ctx ends), recording its window.
+// inject runs one fault and heals it (early when ctx ends), recording its
+// window. A fault aimed at the leader hits the relay that leads then.
 func (h *harness) inject(ctx context.Context, f PlannedFault) {
+	var err error
+	if f.Target == targetLeader {
+		f.Target, err = h.awaitLeader(ctx)
+	}
 	began := time.Now()
-	err := h.injectFault(ctx, f)
+	if err == nil {
+		err = h.injectFault(ctx, f)
+	}
 	ended := time.Now()
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// The load ended while the fault waited for its moment (a failpoint
@@ -239,7 +270,7 @@ func (h *harness) inject(ctx context.Context, f PlannedFault) {
 func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 	c := h.component(f.Target)
 	switch f.Kind {
-	case FaultRelayKill, FaultConsumerKill, FaultOrdersKill:
+	case FaultRelayKill, FaultLeaderKill, FaultConsumerKill, FaultOrdersKill:
 		c.kill()
 		sleep(ctx, f.Hold)
 		return c.start(restartWithin)
@@ -247,7 +278,7 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		point := failpointAfterAck
 		if f.Kind == FaultRelayInMark {
 			point = failpointInMark
-			if h.cfg.Cursor {
+			if h.cfg.Strategy == StrategyCursor {
 				// The leader marks cursor messages in memory: kill it
 				// inside the save of its position rather than in a mark.
 				point = failpointCursorSave
@@ -382,7 +413,7 @@ func (h *harness) killAtFailpoint(ctx context.Context, target *component, point 
 		}
 	}
 	defer disarmAll()
-	if h.cfg.Cursor {
+	if h.cfg.Strategy == StrategyCursor {
 		if l := h.component(h.cursorLeader(ctx)); l != nil {
 			target = l
 		}
@@ -420,7 +451,7 @@ func (h *harness) killAtFailpoint(ctx context.Context, target *component, point 
 			_, err := settle(c)
 			return err
 		case <-follow.C:
-			if h.cfg.Cursor {
+			if h.cfg.Strategy == StrategyCursor {
 				if err := aim(h.component(h.cursorLeader(ctx))); err != nil {
 					h.logf("fault %s: cannot follow the lead: %v", point, err)
 				}
@@ -437,18 +468,6 @@ func (h *harness) killAtFailpoint(ctx context.Context, target *component, point 
 			return ctx.Err()
 		}
 	}
-}
-
-// cursorLeader is the relay id of the cursor's leader (cursor mode), or ""
-// when no relay leads or it cannot be read.
-func (h *harness) cursorLeader(ctx context.Context) string {
-	var owner *string
-	err := h.pool.QueryRow(ctx, `SELECT lease_owner FROM `+pgx.Identifier{h.schemas.outbox, "outbox_cursor"}.Sanitize()+
-		` WHERE lease_expires_at > now()`).Scan(&owner)
-	if err != nil || owner == nil {
-		return ""
-	}
-	return *owner
 }
 
 // poisonPayload is a JSON payload of poisonPayloadBytes that the relay's

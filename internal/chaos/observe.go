@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ func (h *harness) observe(ctx context.Context) Observations {
 	obs := Observations{
 		Requests: append([]Request(nil), h.requests...),
 		Faults:   append([]FaultWindow(nil), h.windows...),
+	}
+	for _, c := range h.relays {
+		obs.Resources = append(obs.Resources, ResourceSeries{Relay: c.name, Samples: slices.Clone(h.resources[c.name])})
 	}
 	h.mu.Unlock()
 	for _, q := range obs.Requests {

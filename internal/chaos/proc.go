@@ -26,6 +26,9 @@ type component struct {
 	// failpointFile arms the running process at the failpoint it names
 	// (OUTBOX_FAILPOINT_FILE); "" for a component without failpoints.
 	failpointFile string
+	// metricsAddr is the host:port of the process's admin endpoint
+	// (OUTBOX_METRICS_ADDR); "" for a component without one.
+	metricsAddr string
 
 	mu         sync.Mutex
 	cur        *process

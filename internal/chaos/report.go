@@ -11,7 +11,7 @@ import (
 )
 
 // Invariants lists every invariant in the order the table prints them.
-var Invariants = []string{InvNoLost, InvNoPhantom, InvOrder, InvDuplicates, InvEffects, InvDeadLetters, InvDrain, InvNoUnknownFail}
+var Invariants = []string{InvNoLost, InvNoPhantom, InvOrder, InvDuplicates, InvEffects, InvDeadLetters, InvDrain, InvResourcesFlat, InvNoUnknownFail}
 
 // MarshalJSON writes the latency in milliseconds.
 func (l Latency) MarshalJSON() ([]byte, error) {
@@ -31,6 +31,7 @@ func (r Report) JSON() ([]byte, error) {
 func (r Report) MarshalJSON() ([]byte, error) {
 	type out struct {
 		Seed            int64               `json:"seed"`
+		Strategy        string              `json:"strategy"`
 		DurationMs      int64               `json:"durationMs"`
 		ElapsedMs       int64               `json:"elapsedMs"`
 		Result          string              `json:"result"`
@@ -46,21 +47,32 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		LatencyCalm     Latency             `json:"latencyCalm"`
 		LatencyFaults   Latency             `json:"latencyFaults"`
 		DrainMs         int64               `json:"drainMs"`
+		SampleEveryMs   int64               `json:"sampleEveryMs"`
+		Resources       []ResourceSeries    `json:"resources"`
+		PauseStalls     []PauseStall        `json:"pauseStalls"`
+		LongestStallMs  int64               `json:"longestStallMs"`
 		Skipped         []string            `json:"skipped,omitempty"`
 		UnexpectedExits []string            `json:"unexpectedExits,omitempty"`
 		Schedule        []PlannedFault      `json:"schedule"`
 		WorkDir         string              `json:"workDir,omitempty"`
 	}
-	o := out{Seed: r.Seed, DurationMs: r.Duration.Milliseconds(), ElapsedMs: r.Elapsed.Milliseconds(), Result: r.Result(),
+	o := out{Seed: r.Seed, Strategy: r.Strategy, DurationMs: r.Duration.Milliseconds(), ElapsedMs: r.Elapsed.Milliseconds(), Result: r.Result(),
 		Violated: r.Violated(), Violations: r.Violations, Faults: r.Faults, FaultsTotal: r.FaultsTotal(),
 		Requests: r.Requests, Events: r.Events, Duplicates: r.Duplicates, Effects: r.Effects, DeadLetters: r.DeadLetters,
 		LatencyCalm: r.LatencyCalm, LatencyFaults: r.LatencyFaults, DrainMs: r.Drain.Milliseconds(),
+		SampleEveryMs: r.SampleEvery.Milliseconds(), Resources: r.Resources, PauseStalls: r.Stalls, LongestStallMs: r.LongestStall().Milliseconds(),
 		Skipped: r.Skipped, UnexpectedExits: r.UnexpectedExits, Schedule: r.Schedule, WorkDir: r.WorkDir}
 	if o.Violations == nil {
 		o.Violations = map[string][]string{}
 	}
 	if o.Violated == nil {
 		o.Violated = []string{}
+	}
+	if o.Resources == nil {
+		o.Resources = []ResourceSeries{}
+	}
+	if o.PauseStalls == nil {
+		o.PauseStalls = []PauseStall{}
 	}
 	return json.Marshal(o)
 }
@@ -107,6 +119,7 @@ func (r Report) WriteTable(w io.Writer) {
 	}
 	rows := [][2]string{
 		{"seed", fmt.Sprint(r.Seed)},
+		{"strategy", r.Strategy},
 		{"duration", fmt.Sprintf("%s of load and faults, %s in all", r.Duration, r.Elapsed.Round(time.Second))},
 		{"faults", fmt.Sprintf("%d: %s", r.FaultsTotal(), strings.Join(faults, ", "))},
 		{"requests", fmt.Sprintf("ok %d  rejected %d  indeterminate %d", r.Requests.OK, r.Requests.Rejected, r.Requests.Indeterminate)},
@@ -119,6 +132,7 @@ func (r Report) WriteTable(w io.Writer) {
 		{"latency calm", lat(r.LatencyCalm)},
 		{"latency faults", lat(r.LatencyFaults)},
 		{"drain", r.Drain.Round(time.Millisecond).String()},
+		{"pause stalls", r.stallSummary()},
 	}
 	if len(r.Skipped) > 0 {
 		rows = append(rows, [2]string{"not injected", strings.Join(r.Skipped, "; ")})
@@ -130,6 +144,7 @@ func (r Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%-16s %s\n", row[0], row[1])
 	}
 	fmt.Fprintln(w)
+	r.writeResources(w)
 	for _, inv := range Invariants {
 		if ex := r.Violations[inv]; len(ex) > 0 {
 			fmt.Fprintf(w, "%-26s FAIL (%d)\n", inv, r.ViolationCount(inv))
@@ -146,4 +161,49 @@ func (r Report) WriteTable(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "RESULT FAIL: %s\n", strings.Join(r.Violated(), ", "))
 	}
+}
+
+// stallSummary is the pause stalls on one line: the longest, and each.
+func (r Report) stallSummary() string {
+	if len(r.Stalls) == 0 {
+		return "no relay paused"
+	}
+	var each []string
+	for _, s := range r.Stalls {
+		stall := "no record after it"
+		if s.Stall >= 0 {
+			stall = s.Stall.Round(time.Millisecond).String()
+		}
+		each = append(each, fmt.Sprintf("%s at %s for %s: %s", s.Relay, s.At.Round(time.Second), s.Pause.Round(100*time.Millisecond), stall))
+	}
+	return fmt.Sprintf("longest %s; %s", r.LongestStall().Round(time.Millisecond), strings.Join(each, "; "))
+}
+
+// writeResources prints the relays' samples as a table, if any.
+func (r Report) writeResources(w io.Writer) {
+	if len(r.Resources) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "relay resources (every %s, at the load's end and after the drain; flat: last <= %.1f x median of the first half + slack)\n",
+		r.SampleEvery, FlatFactor)
+	fmt.Fprintf(w, "  %-9s %13s %8s %12s %11s %9s\n", "relay", "at", "pid", "rss", "goroutines", "db conns")
+	for _, s := range r.Resources {
+		for i, x := range s.Samples {
+			name := s.Relay
+			if i > 0 {
+				name = ""
+			}
+			pid := "-"
+			if x.PID > 0 {
+				pid = fmt.Sprint(x.PID)
+			}
+			at := x.At.Round(time.Second).String()
+			if x.Phase != SampleLoad {
+				at += " " + x.Phase
+			}
+			fmt.Fprintf(w, "  %-9s %13s %8s %12s %11s %9s\n", name, at, pid, mib(x.RSS),
+				count(int64(x.Goroutines)), count(int64(x.Conns)))
+		}
+	}
+	fmt.Fprintln(w)
 }

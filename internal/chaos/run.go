@@ -60,12 +60,15 @@ type harness struct {
 	billing, inventory        *component
 	ordersURLs                []string
 
-	mu       sync.Mutex
-	requests []Request
-	windows  []FaultWindow
-	counts   map[string]int
-	poison   []string
-	skipped  []string
+	started time.Time // the load's start
+
+	mu        sync.Mutex
+	resources map[string][]ResourceSample // by relay
+	requests  []Request
+	windows   []FaultWindow
+	counts    map[string]int
+	poison    []string
+	skipped   []string
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -90,13 +93,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if !supported {
 		return Report{}, ErrUnsupported
 	}
-	h := &harness{cfg: cfg, seed: cfg.Seed, counts: map[string]int{}}
+	h := &harness{cfg: cfg, seed: cfg.Seed, counts: map[string]int{}, resources: map[string][]ResourceSample{}}
 	if h.seed == 0 {
 		var b [8]byte
 		_, _ = crand.Read(b[:])
 		h.seed = int64(binary.LittleEndian.Uint64(b[:]) & (1<<53 - 1))
 	}
-	h.logf("chaos: seed %d (replay the schedule with --seed %d), duration %s", h.seed, h.seed, cfg.Duration)
+	if cfg.Strategy == "" {
+		cfg.Strategy = StrategyForSeed(h.seed)
+		h.cfg.Strategy = cfg.Strategy
+	}
+	h.logf("chaos: seed %d, strategy %s (replay the run with --seed %d --strategy %s), duration %s",
+		h.seed, cfg.Strategy, h.seed, cfg.Strategy, cfg.Duration)
 	began := time.Now()
 
 	dir := cfg.WorkDir
@@ -111,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	h.dir = dir
 	rep, err := h.run(ctx, began)
-	rep.Seed, rep.WorkDir = h.seed, dir
+	rep.Seed, rep.Strategy, rep.WorkDir = h.seed, cfg.Strategy, dir
 	if err == nil && rep.Pass && cfg.WorkDir == "" {
 		os.RemoveAll(dir)
 		rep.WorkDir = ""
@@ -142,20 +150,27 @@ func (h *harness) run(ctx context.Context, began time.Time) (Report, error) {
 			h.logf("schemas kept for inspection: %s, %s, %s, %s, %s", h.schemas.outbox, h.schemas.orders, h.schemas.billing, h.schemas.inventory, h.schemas.inbox)
 		}
 	}()
+	if cfg.Strategy == StrategyCDC {
+		// After every process stopped (deferred calls run last first).
+		defer h.removeSlot()
+	}
 	h.links = newLinks()
 	defer h.links.close()
 	defer h.closeAll()
 	if err := h.startSystem(ctx); err != nil {
 		return Report{}, err
 	}
-	h.logf("system up: broker, %d relays, %d order services, billing, inventory; logs in %s", len(h.relays), len(h.orders), filepath.Join(h.dir, "logs"))
+	h.logf("system up: broker, %d relays (%s), %d order services, billing, inventory; logs in %s",
+		len(h.relays), cfg.Strategy, len(h.orders), filepath.Join(h.dir, "logs"))
 
 	plan := planFaults(h.seed, cfg)
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
+	h.started = time.Now()
 	var wg sync.WaitGroup
 	h.startWorkload(loadCtx, &wg)
 	wg.Go(func() { h.runFaults(loadCtx, plan) })
+	wg.Go(func() { h.sampleDuringLoad(ctx, loadCtx) })
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return Report{}, fmt.Errorf("chaos: interrupted: %w", err)
@@ -175,15 +190,17 @@ func (h *harness) run(ctx context.Context, began time.Time) (Report, error) {
 	} else {
 		h.logf("drained %s after the heal", drained.Sub(healed).Round(time.Millisecond))
 	}
+	h.sample(ctx, SampleDrained)
 	// Nothing may write while the checker reads: stop every process but
 	// the broker (a consumer still catching up would add outbox messages
 	// between the outbox read and the topic read).
 	h.stopProducers()
 	obs := h.observe(ctx)
-	obs.Healed, obs.Drained = healed, drained
+	obs.Started, obs.Healed, obs.Drained = h.started, healed, drained
 	// During a broker outage each relay may hold one more copy (Bounds.OutageMaxCopies).
 	v := Check(obs, Bounds{MaxCopies: cfg.MaxCopies, OutageMaxCopies: cfg.MaxCopies + cfg.Relays, Grace: cfg.Grace, DrainBound: cfg.DrainBound})
-	rep := Report{Verdict: v, Duration: cfg.Duration, Elapsed: time.Since(began), Faults: h.counts, Skipped: h.skipped, Schedule: plan}
+	rep := Report{Verdict: v, Duration: cfg.Duration, Elapsed: time.Since(began), Faults: h.counts, Skipped: h.skipped, Schedule: plan,
+		SampleEvery: cfg.SampleEvery, Resources: obs.Resources}
 	for _, c := range h.all() {
 		rep.UnexpectedExits = append(rep.UnexpectedExits, c.unexpectedExits()...)
 	}
@@ -219,7 +236,7 @@ func (h *harness) setupDatabase(ctx context.Context) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("chaos: migrate the outbox: %w", err)
 	}
-	if h.cfg.Cursor {
+	if h.cfg.Strategy == StrategyCursor {
 		if err := st.EnableCursor(ctx); err != nil {
 			return fmt.Errorf("chaos: cursor mode: %w", err)
 		}
@@ -288,6 +305,9 @@ func (h *harness) startSystem(ctx context.Context) error {
 		}
 		u := *dbURL
 		u.Host = addr
+		q := u.Query()
+		q.Set("application_name", h.appName(name)) // every pool of the process, and its replication connection
+		u.RawQuery = q.Encode()
 		env := append([]string{"OUTBOX_DATABASE_URL=" + u.String()}, common...)
 		return &component{name: name, binary: h.binary, args: args, env: env, ready: ready,
 			logPath: filepath.Join(h.dir, "logs", name+".log")}, nil
@@ -340,14 +360,13 @@ func (h *harness) startSystem(ctx context.Context) error {
 	}
 	for i := range h.cfg.Relays {
 		name := fmt.Sprintf("relay-%d", i+1)
-		c, err := newComp(name, []string{"relay", "--relay-id", name, "--lease", h.cfg.Lease.String(),
-			"--poll-interval", "250ms", "--retry-base", "100ms", "--retry-max", "2s", "--unavailable-backoff-max", "2s",
-			"--kafka-auto-create-topics", "--shutdown-timeout", "5s"}, "relay starting")
+		c, err := newComp(name, h.relayArgs(name), "relay starting")
 		if err != nil {
 			return err
 		}
-		c.failpointFile = filepath.Join(h.dir, "failpoints", name)
-		c.env = append(c.env, "OUTBOX_FAILPOINT_FILE="+c.failpointFile)
+		if err := h.relayEndpoints(c); err != nil {
+			return err
+		}
 		h.relays = append(h.relays, c)
 	}
 	// Consumers first (they create their tables), the order services
@@ -360,6 +379,30 @@ func (h *harness) startSystem(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// relayArgs are the arguments of relay name for the run's strategy.
+func (h *harness) relayArgs(name string) []string {
+	args := []string{"relay", "--relay-id", name, "--lease", h.cfg.Lease.String(),
+		"--poll-interval", "250ms", "--retry-base", "100ms", "--retry-max", "2s", "--unavailable-backoff-max", "2s",
+		"--kafka-auto-create-topics", "--shutdown-timeout", "5s"}
+	if h.cfg.Strategy == StrategyCDC {
+		args = append(args, "--mode", "cdc")
+	}
+	return args
+}
+
+// relayEndpoints gives relay c its failpoint file and its admin endpoint
+// (for the goroutines in its metrics), on a port of its own.
+func (h *harness) relayEndpoints(c *component) error {
+	addr, err := freeport.Addr()
+	if err != nil {
+		return err
+	}
+	c.metricsAddr = addr
+	c.failpointFile = filepath.Join(h.dir, "failpoints", c.name)
+	c.env = append(c.env, "OUTBOX_FAILPOINT_FILE="+c.failpointFile, "OUTBOX_METRICS_ADDR="+c.metricsAddr)
 	return nil
 }
 
@@ -457,6 +500,9 @@ SELECT
 type Report struct {
 	Verdict
 	Seed int64
+	// Strategy is the relay strategy the run tested (Config.Strategy, or
+	// the seed's).
+	Strategy string
 	// Duration is Config.Duration; Elapsed the whole run's time.
 	Duration, Elapsed time.Duration
 	// Faults counts the faults injected, by kind.
@@ -468,6 +514,10 @@ type Report struct {
 	UnexpectedExits []string
 	// Schedule is the fault schedule the seed gave.
 	Schedule []PlannedFault
+	// SampleEvery is Config.SampleEvery; Resources are the relays'
+	// samples, in relay order.
+	SampleEvery time.Duration
+	Resources   []ResourceSeries
 	// WorkDir holds the logs; empty once removed after a passing run.
 	WorkDir string
 }

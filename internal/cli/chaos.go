@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/internal/chaos"
 )
@@ -15,6 +17,7 @@ func newChaosCommand(a *app) *cobra.Command {
 	var (
 		cfg    chaos.Config
 		report string
+		cursor bool
 	)
 	cmd := &cobra.Command{
 		Use:     "chaos",
@@ -32,12 +35,21 @@ resets, blackholes and bandwidth limits on links, transactions held open
 (and some rolled back), oversized poison messages, and with --pg-restart
 restarts of PostgreSQL itself.
 
+--strategy picks the relay strategy under test: claim (the relay's default),
+cursor (the outbox in cursor mode: one relay leads, the others stand by) or
+cdc (the relays run with --mode cdc: one streams from the slot, the others
+stand by). Without it the seed picks one (seed mod 3: claim, cursor, cdc),
+printed with the seed. Where one relay leads, the kills after the ack and
+the pauses aim at the leader; in cdc mode, which has no failpoints on its
+stream, the leader is killed at random moments instead.
+
 Then it heals everything, waits for the backlog to drain, reads the topics
 with its own consumer and the consumers' tables, and checks: no committed
 event lost, no phantom event, per-aggregate order of first deliveries,
 duplicates only inside fault windows and at most --max-copies, exactly one
 business effect per event, dead letters only for the poison, and a drain
-within --drain-bound. It prints a table (and --report writes JSON) ending
+within --drain-bound, and no relay's memory, goroutines or database
+connections grew (sampled every --sample-every). It prints a table (and --report writes JSON) ending
 in PASS or FAIL naming each violated invariant; it exits 1 on FAIL.
 
 It needs the Go toolchain and this repository's source (it builds the
@@ -45,41 +57,61 @@ outbox binary with -tags failpoints) unless --binary names such a build.
 --database-url defaults to the local test database; the run creates and
 drops schemas named chaos_*. --pg-restart restarts the whole server: never
 use it on a server others are using. docs/chaos.md has the details.`,
-		Example: `  outbox chaos                                  # two minutes, random seed
+		Example: `  outbox chaos                                  # two minutes, random seed (and so strategy)
   outbox chaos --seed 42 --duration 5m --report chaos.json
+  outbox chaos --strategy cdc --duration 1m
   outbox chaos --seed 42 --pg-restart           # only on a server of your own`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.DatabaseURL = a.databaseURL
-			cfg.Out = a.stdout
-			rep, err := chaos.Run(cmd.Context(), cfg)
-			if errors.Is(err, chaos.ErrInvalidConfig) {
-				return chaosConfigError(err)
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout)
-			rep.WriteTable(a.stdout)
-			if report != "" {
-				data, err := rep.JSON()
-				if err != nil {
-					return fmt.Errorf("chaos: report: %w", err)
-				}
-				if err := os.WriteFile(report, append(data, '\n'), 0o644); err != nil {
-					return fmt.Errorf("chaos: write the report: %w", err)
-				}
-			}
-			if !rep.Pass {
-				if rep.WorkDir != "" {
-					fmt.Fprintf(a.stdout, "logs of the processes: %s\n", rep.WorkDir)
-				}
-				return fmt.Errorf("chaos: FAIL (seed %d): %s", rep.Seed, strings.Join(rep.Violated(), ", "))
-			}
-			return nil
+			return a.runChaos(cmd.Context(), cfg, cursor, report)
 		},
 	}
-	fs := cmd.Flags()
+	addChaosFlags(cmd.Flags(), &cfg, &cursor, &report)
+	return cmd
+}
+
+// runChaos runs the harness with cfg (and --cursor, --report), prints the
+// table and writes the report; a FAIL is an error naming the seed, the
+// strategy and the violated invariants.
+func (a *app) runChaos(ctx context.Context, cfg chaos.Config, cursor bool, report string) error {
+	if cursor {
+		if cfg.Strategy != "" && cfg.Strategy != chaos.StrategyCursor {
+			return flagError("cursor", "is --strategy cursor; it contradicts --strategy %s", cfg.Strategy)
+		}
+		cfg.Strategy = chaos.StrategyCursor
+	}
+	cfg.DatabaseURL = a.databaseURL
+	cfg.Out = a.stdout
+	rep, err := chaos.Run(ctx, cfg)
+	if errors.Is(err, chaos.ErrInvalidConfig) {
+		return chaosConfigError(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	rep.WriteTable(a.stdout)
+	if report != "" {
+		data, err := rep.JSON()
+		if err != nil {
+			return fmt.Errorf("chaos: report: %w", err)
+		}
+		if err := os.WriteFile(report, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("chaos: write the report: %w", err)
+		}
+	}
+	if !rep.Pass {
+		if rep.WorkDir != "" {
+			fmt.Fprintf(a.stdout, "logs of the processes: %s\n", rep.WorkDir)
+		}
+		return fmt.Errorf("chaos: FAIL (seed %d, strategy %s): %s", rep.Seed, rep.Strategy, strings.Join(rep.Violated(), ", "))
+	}
+	return nil
+}
+
+// addChaosFlags adds the chaos command's flags for cfg, the deprecated
+// --cursor and --report.
+func addChaosFlags(fs *pflag.FlagSet, cfg *chaos.Config, cursor *bool, report *string) {
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the workload and the fault schedule (default: random, printed)")
 	fs.DurationVar(&cfg.Duration, "duration", chaos.DefaultDuration, "how long the load and the faults run")
 	fs.IntVar(&cfg.Relays, "relays", chaos.DefaultRelays, "relay processes (2 to 9)")
@@ -91,7 +123,10 @@ use it on a server others are using. docs/chaos.md has the details.`,
 	fs.DurationVar(&cfg.Lease, "lease", chaos.DefaultLease, "the relays' --lease")
 	fs.DurationVar(&cfg.FaultGap, "fault-gap", chaos.DefaultFaultGap, "mean gap between two faults")
 	fs.IntVar(&cfg.Poison, "poison", chaos.DefaultPoison, "oversized poison messages to inject (negative: none)")
-	fs.BoolVar(&cfg.Cursor, "cursor", false, "turn cursor mode on for the outbox after its migration (pgstore EnableCursor): the same faults and checks against a cursor leader and its standbys")
+	fs.StringVar(&cfg.Strategy, "strategy", "", "relay `strategy` under test: claim, cursor or cdc (default: the seed's, seed mod 3)")
+	fs.BoolVar(cursor, "cursor", false, "the same as --strategy cursor")
+	_ = fs.MarkDeprecated("cursor", "use --strategy cursor")
+	fs.DurationVar(&cfg.SampleEvery, "sample-every", chaos.DefaultSampleEvery, "how often to sample each relay's memory, goroutines and database connections while the load runs")
 	fs.BoolVar(&cfg.PGRestart, "pg-restart", false, "also restart PostgreSQL (pg_ctlcluster, fast and immediate); only on a server of your own")
 	fs.StringVar(&cfg.PGCluster, "pg-cluster", "15 main", "`version name` of the cluster --pg-restart restarts")
 	fs.IntVar(&cfg.MaxCopies, "max-copies", chaos.DefaultMaxCopies, "most copies of one event allowed on a topic")
@@ -101,15 +136,15 @@ use it on a server others are using. docs/chaos.md has the details.`,
 	fs.StringVar(&cfg.Binary, "binary", "", "outbox binary built with -tags failpoints (default: build one)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "`directory` for the binary, the broker's data and the logs (default: a temporary one, removed after a PASS)")
 	fs.BoolVar(&cfg.KeepSchemas, "keep-schemas", false, "keep the run's schemas after a PASS too")
-	fs.StringVar(&report, "report", "", "write the report as JSON to this `file`")
-	return cmd
+	fs.StringVar(report, "report", "", "write the report as JSON to this `file`")
 }
 
 // chaosFieldFlags maps the chaos.Config fields its errors name to flags.
 var chaosFieldFlags = map[string]string{
 	"DatabaseURL": "database-url", "Duration": "duration", "Relays": "relays", "OrderServices": "order-services",
 	"Clients": "clients", "Rate": "rate", "HotAggregates": "hot-aggregates", "Lease": "lease", "FaultGap": "fault-gap",
-	"MaxCopies": "max-copies", "Grace": "grace", "DrainTimeout": "drain-timeout",
+	"MaxCopies": "max-copies", "Grace": "grace", "DrainTimeout": "drain-timeout", "Strategy": "strategy",
+	"SampleEvery": "sample-every",
 }
 
 // chaosConfigError points a chaos.Config error at the flag of the field it

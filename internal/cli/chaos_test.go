@@ -18,6 +18,9 @@ func TestChaos_BadFlag_UsageErrorNamingTheFlag(t *testing.T) {
 		{[]string{"chaos", "--lease", "10ms"}, "--lease"},
 		{[]string{"chaos", "--rate", "-1"}, "--rate"},
 		{[]string{"chaos", "--database-url", "host=db user=app"}, "--database-url"},
+		{[]string{"chaos", "--strategy", "polling"}, "--strategy"},
+		{[]string{"chaos", "--cursor", "--strategy", "cdc"}, "--cursor"},
+		{[]string{"chaos", "--sample-every", "10ms"}, "--sample-every"},
 	} {
 		var stdout, stderr strings.Builder
 		code := run(context.Background(), c.args, &stdout, &stderr, mapEnv(nil))
