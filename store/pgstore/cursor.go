@@ -97,12 +97,19 @@ const (
 	DefaultCursorReadAhead = 1000
 )
 
-// minLeaderLease is the shortest lease of the cursor's leader: the claims'
-// lease (store.ClaimParams.Lease) if longer. A lead is renewed a third of
-// its lease before it ends, by the round trips that read anyway.
+// DefaultLeaderLease is the default of Config.LeaderLease.
+const DefaultLeaderLease = 5 * time.Second
+
+// minLeaderLease is the shortest Config.LeaderLease.
 const minLeaderLease = time.Second
 
-func leaderLease(claimLease time.Duration) time.Duration { return max(claimLease, minLeaderLease) }
+// leaderLease is the lease of the cursor's leader (Config.LeaderLease).
+func (s *Store) leaderLease() time.Duration {
+	if s.cfg.LeaderLease == 0 {
+		return DefaultLeaderLease
+	}
+	return s.cfg.LeaderLease
+}
 
 // cursorSaveFailpoint names the crash point inside the transaction of a
 // round trip that saves the position (internal/e2e/cursor_test.go).
@@ -334,7 +341,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		tableClaim bool
 	)
 	if p != nil {
-		cs.lease = leaderLease(p.Lease)
+		cs.lease = s.leaderLease()
 	}
 	if cs.owner == "" && p != nil {
 		cs.owner = p.Owner
@@ -711,6 +718,7 @@ func (s *Store) Leading() (bool, int64) {
 	cs := &s.cursor
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.checkLease(s, time.Now())
 	if !cs.leader {
 		return false, 0
 	}
@@ -741,7 +749,7 @@ func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, err
 	)
 	b := s.relayBatch()
 	if try {
-		lease = leaderLease(p.Lease)
+		lease = s.leaderLease()
 		b.Queue(s.q.cursorState, p.Owner, token, lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
 			return won.scan(row, &active)
 		})
@@ -854,9 +862,11 @@ func (s *Store) cursorReadAhead() int {
 }
 
 // standbyInterval is how often a standby tries to lead: as often as the
-// full claim, so that a relay that resigned is followed within about that.
+// full claim, so that a relay that resigned is followed within about that,
+// and at least five times per leader's lease, so that a hung leader is
+// followed within about its lease.
 func (s *Store) standbyInterval() time.Duration {
-	return max(s.fullClaimInterval(), 100*time.Millisecond)
+	return min(max(s.fullClaimInterval(), 100*time.Millisecond), s.leaderLease()/5)
 }
 
 // inCursorMode reports whether the store follows cursor mode.
