@@ -90,18 +90,28 @@ func (r *Relay) waitLead(conn *pgconn.PgConn) (*leadership, error) {
 		if ok {
 			return r.takeLease(r.runCtx)
 		}
-		if err := r.seize(r.runCtx); err != nil {
+		took, err := r.seize(r.runCtx)
+		if err != nil {
 			return nil, err
 		}
 		if !standing {
 			standing = true
 			r.log.Info("standing by: another relay is active on this slot")
 		}
-		if !r.sleep(poll) {
+		wait := poll
+		if took {
+			// The terminated backend frees the lock within moments.
+			wait = min(poll, seizedPoll)
+		}
+		if !r.sleep(wait) {
 			return nil, nil
 		}
 	}
 }
+
+// seizedPoll is how often a standby that took an expired lease tries the
+// advisory lock while the terminated backend ends.
+const seizedPoll = 50 * time.Millisecond
 
 // takeLease takes the slot's lease under a new token, once this relay
 // holds the advisory lock (sql/lease_take.sql), and starts renewing it.
@@ -121,8 +131,9 @@ func (r *Relay) takeLease(ctx context.Context) (*leadership, error) {
 // seize takes the lease from an active relay that stopped renewing it
 // (sql/lease_seize.sql), and then terminates that relay's replication
 // connection (sql/lease_terminate.sql), so that the advisory lock and the
-// slot are freed for waitLead's next try.
-func (r *Relay) seize(ctx context.Context) error {
+// slot are freed for waitLead's next try. It reports whether it took the
+// lease.
+func (r *Relay) seize(ctx context.Context) (bool, error) {
 	var (
 		owner string
 		ago   float64
@@ -130,9 +141,9 @@ func (r *Relay) seize(ctx context.Context) error {
 	err := r.cfg.Pool.QueryRow(ctx, r.q.leaseSeize, r.cfg.Slot, r.cfg.ID, uuid.New(), r.cfg.LeaderLease.Milliseconds()).Scan(&owner, &ago)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil // the active relay renews its lease, or there is none
+		return false, nil // the active relay renews its lease, or there is none
 	case err != nil:
-		return fmt.Errorf("cdc: check the active relay's lease: %w", err)
+		return false, fmt.Errorf("cdc: check the active relay's lease: %w", err)
 	}
 	r.log.Warn("the active relay stopped renewing its lease; taking over the slot",
 		slog.String("active_relay", owner), slog.Duration("expired_ago", time.Duration(ago*float64(time.Second)).Round(time.Millisecond)))
@@ -141,11 +152,11 @@ func (r *Relay) seize(ctx context.Context) error {
 		r.log.Error("could not terminate the replication connection of the relay that stopped renewing its lease "+
 			"(the relays' role needs pg_signal_backend, or the same role as that relay's); waiting for that connection to end",
 			slog.String("active_relay", owner), slog.Any("error", err))
-		return nil
+		return true, nil
 	}
 	r.log.Info("terminated the replication connection of the relay that stopped renewing its lease",
 		slog.String("active_relay", owner), slog.Int64("backends", n))
-	return nil
+	return true, nil
 }
 
 // keepLead renews l every third of its lease until the session ends or the
