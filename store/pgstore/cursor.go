@@ -77,9 +77,24 @@ import (
 // # One leader, and the table path
 //
 // The leader holds a lease on the cursor row (its token fences every write
-// it makes, as claims are fenced), renewed when it saves its position.
-// Other relays are standbys: they take over when the lease has expired, or
-// at once when the leader resigned (relay.Relay.Stop). Any relay, leader
+// it makes, as claims are fenced): Config.LeaderLease, 5 s by default, of
+// its own and not the claims' lease. Its saves renew it, and so does
+// Store.KeepLease, which relay.Relay runs for as long as it runs, every
+// third of the lease whatever the relay does: an idle leader, or one whose
+// publishes wait for a broker that does not answer, keeps the lead. Other
+// relays are standbys: they try to lead at least five times per lease and
+// take over when the lease has expired (a leader that hangs, is stopped or
+// cut off renews nothing), or at once when the leader resigned
+// (relay.Relay.Stop). A leader that resumes after its lease ran out finds
+// that before anything it does (checkLease), and a write already under way
+// changes nothing once another relay took the lease (its token is not the
+// cursor row's): it saves no position, moves no message to the table path,
+// and its acknowledgements in memory are dropped with its window. The next
+// leader publishes again what the old one had not saved as handled, and
+// the old one's publishes that were in flight when it hung may still reach
+// the broker: duplicates, which at-least-once allows; each of those was
+// published after the earlier messages of its aggregate were acknowledged,
+// so the first copies stay in order. Any relay, leader
 // or standby, also runs the table path: the claim of claim mode, over the
 // messages that are not QUEUED (PENDING, FAILED, IN_FLIGHT, whatever was
 // in the table before cursor mode was turned on, and replayed dead
