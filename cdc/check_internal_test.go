@@ -50,6 +50,26 @@ func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	return pool, st, r
 }
 
+// enqueueOnePerAggregate commits one message of each aggregate, a
+// transaction each, and returns their records.
+func enqueueOnePerAggregate(t *testing.T, pool *pgxpool.Pool, st *pgstore.Store, aggs ...string) []outbox.Record {
+	t.Helper()
+	ctx := context.Background()
+	var recs []outbox.Record
+	for _, agg := range aggs {
+		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Get(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
 // The stream can deliver a commit before the transaction is visible. The
 // batch check must then say "absent, transaction not visible" (read again),
 // never "absent" alone (which means handled, and would skip the message),
@@ -150,18 +170,7 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 	t.Parallel()
 	pool, st, r := checkFixture(t)
 	ctx := context.Background()
-	var recs []outbox.Record
-	for _, agg := range []string{"held-sent", "held-failed", "free"} {
-		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := st.Get(ctx, m.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := enqueueOnePerAggregate(t, pool, st, "held-sent", "held-failed", "free")
 	c, err := st.Claim(ctx, store.ClaimParams{Owner: "polling", Limit: 2, Lease: time.Minute})
 	if err != nil || len(c.Records) != 2 {
 		t.Fatalf("polling claim: %d records, %v; want the first two", len(c.Records), err)
@@ -195,18 +204,7 @@ func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
 	t.Parallel()
 	pool, st, r := checkFixture(t)
 	ctx := context.Background()
-	var recs []outbox.Record
-	for _, agg := range []string{"a", "b"} {
-		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := st.Get(ctx, m.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := enqueueOnePerAggregate(t, pool, st, "a", "b")
 	// Another relay takes the lease, as after a takeover.
 	if _, err := pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, "other", uuid.New(), time.Minute.Milliseconds()); err != nil {
 		t.Fatal(err)

@@ -92,9 +92,11 @@ type Config struct {
 	// renewing it (a hung or partitioned process) before it takes over.
 	// A relay.Relay renews its lead every third of it for as long as it
 	// runs (Store.KeepLease), whether it reads, idles or waits for the
-	// broker; standbys try to lead at least five times per LeaderLease.
-	// The old leader's writes are fenced by its lease token from the
-	// takeover on. Defaults to [DefaultLeaderLease]; at least 1s.
+	// broker. A standby tries to lead with its claims, as often as
+	// FullClaimInterval allows and at least five times per LeaderLease
+	// (with relay.Config's default PollInterval, once a second). The old
+	// leader's writes are fenced by its lease token from the takeover on.
+	// Defaults to [DefaultLeaderLease]; at least 1s.
 	LeaderLease time.Duration
 }
 
