@@ -40,7 +40,34 @@ func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	if err := r.setupTables(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The checks and records are fenced by the slot's lease: hold it, as
+	// the active relay does.
+	l, err := r.takeLease(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.endLead(l) })
 	return pool, st, r
+}
+
+// enqueueOnePerAggregate commits one message of each aggregate, a
+// transaction each, and returns their records.
+func enqueueOnePerAggregate(t *testing.T, pool *pgxpool.Pool, st *pgstore.Store, aggs ...string) []outbox.Record {
+	t.Helper()
+	ctx := context.Background()
+	var recs []outbox.Record
+	for _, agg := range aggs {
+		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Get(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
 }
 
 // The stream can deliver a commit before the transaction is visible. The
@@ -143,18 +170,7 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 	t.Parallel()
 	pool, st, r := checkFixture(t)
 	ctx := context.Background()
-	var recs []outbox.Record
-	for _, agg := range []string{"held-sent", "held-failed", "free"} {
-		m := outbox.Message{ID: uuid.New(), AggregateType: "Order", AggregateID: agg, EventType: "E", Payload: []byte(`{}`)}
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, m) }); err != nil {
-			t.Fatal(err)
-		}
-		rec, err := st.Get(ctx, m.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
+	recs := enqueueOnePerAggregate(t, pool, st, "held-sent", "held-failed", "free")
 	c, err := st.Claim(ctx, store.ClaimParams{Owner: "polling", Limit: 2, Lease: time.Minute})
 	if err != nil || len(c.Records) != 2 {
 		t.Fatalf("polling claim: %d records, %v; want the first two", len(c.Records), err)
@@ -178,5 +194,50 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 	}
 	if n, err := st.MarkSent(ctx, c.Token, []int64{recs[0].Seq, recs[1].Seq}); err != nil || n != 2 {
 		t.Errorf("the polling relay's mark under its token: %d, %v; want 2", n, err)
+	}
+}
+
+// Once another relay took the slot's lease, the old holder's record and
+// check change nothing (no mark, no failure, no deferral) and end its lead
+// with errLostLead.
+func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
+	t.Parallel()
+	pool, st, r := checkFixture(t)
+	ctx := context.Background()
+	recs := enqueueOnePerAggregate(t, pool, st, "a", "b")
+	// Another relay takes the lease, as after a takeover.
+	if _, err := pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, "other", uuid.New(), time.Minute.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	out := &outcome{
+		sent:      []outbox.Record{recs[0]},
+		failed:    []failure{{rec: recs[1], err: errors.New("boom"), delay: time.Second}},
+		deferAggs: map[aggregate]string{},
+	}
+	if err := r.record(out); !errors.Is(err, errLostLead) {
+		t.Fatalf("record after the takeover: %v; want errLostLead", err)
+	}
+	got := map[int64]verdict{}
+	if err := r.checkOnce([]event{{rec: recs[1], isRec: true}}, got); !errors.Is(err, errLostLead) {
+		t.Fatalf("check after the takeover: %v; want errLostLead", err)
+	}
+	for _, rec := range recs {
+		now, err := st.Get(ctx, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Status != outbox.StatusPending || now.Attempts != 0 {
+			t.Errorf("%s after the fenced record: %s with %d attempts; want PENDING, untouched", rec.AggregateID, now.Status, now.Attempts)
+		}
+	}
+	var deferred int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM outbox_cdc_deferred").Scan(&deferred); err != nil {
+		t.Fatal(err)
+	}
+	if deferred != 0 {
+		t.Errorf("%d aggregates deferred by the fenced relay; want none", deferred)
+	}
+	if l := r.lead.Load(); l == nil || !errors.Is(l.lostErr(), errLostLead) {
+		t.Errorf("the relay's lead after the fenced record: %v; want lost", l)
 	}
 }

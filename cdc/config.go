@@ -49,6 +49,7 @@ const (
 	DefaultStatusInterval        = time.Second
 	DefaultHeartbeatInterval     = 10 * time.Second
 	DefaultStandbyInterval       = 2 * time.Second
+	DefaultLeaderLease           = 5 * time.Second
 	DefaultTablePathInterval     = time.Second
 	DefaultLagLogInterval        = time.Minute
 	DefaultLease                 = 30 * time.Second
@@ -159,9 +160,21 @@ type Config struct {
 	// Defaults to 10s.
 	HeartbeatInterval time.Duration
 	// StandbyInterval is how often a standby relay tries to become the
-	// active one, and how long the relay waits before reconnecting after a
-	// lost connection. Defaults to 2s.
+	// active one (at least five times per LeaderLease), and how long the
+	// relay waits before reconnecting after a lost connection. Defaults to
+	// 2s.
 	StandbyInterval time.Duration
+	// LeaderLease is the lease of the active relay: it renews it every
+	// third of LeaderLease on Pool, whether it streams, idles or waits for
+	// the broker. A standby that finds it expired (the active relay hangs:
+	// stopped, a stalled disk, a partition) takes over within about
+	// LeaderLease plus a standby's check (at most LeaderLease/5): it
+	// terminates the hung relay's replication connection, which frees the
+	// slot, and streams. The hung relay's records are fenced from the
+	// takeover on (see "Slot safety" in the package documentation).
+	// Terminating another relay's connection takes the same role as that
+	// relay's, or pg_signal_backend. Defaults to 5s; at least 1s.
+	LeaderLease time.Duration
 	// TablePathInterval is how often the table path looks for due messages
 	// of deferred aggregates. Defaults to 1s.
 	TablePathInterval time.Duration
@@ -213,6 +226,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.StatusInterval, DefaultStatusInterval)
 	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	setDefault(&c.StandbyInterval, DefaultStandbyInterval)
+	setDefault(&c.LeaderLease, DefaultLeaderLease)
 	setDefault(&c.TablePathInterval, DefaultTablePathInterval)
 	setDefault(&c.LagLogInterval, DefaultLagLogInterval)
 	setDefault(&c.Lease, DefaultLease)
@@ -280,6 +294,8 @@ func (c Config) validate() error {
 		return bad("HeartbeatInterval", "must be at least 1ms")
 	case c.StandbyInterval < time.Millisecond:
 		return bad("StandbyInterval", "must be at least 1ms")
+	case c.LeaderLease < time.Second:
+		return bad("LeaderLease", "must be at least 1s")
 	case c.TablePathInterval < time.Millisecond:
 		return bad("TablePathInterval", "must be at least 1ms")
 	case c.LagLogInterval < time.Millisecond:

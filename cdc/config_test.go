@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
@@ -34,6 +35,7 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"MaxInFlight", cdc.Config{Pool: pool, Sink: snk, MaxInFlight: -1}},
 		{"MaxInFlightBytes", cdc.Config{Pool: pool, Sink: snk, MaxInFlightBytes: -1}},
 		{"RetryBase/RetryMax", cdc.Config{Pool: pool, Sink: snk, RetryBase: 10, RetryMax: 5}},
+		{"LeaderLease", cdc.Config{Pool: pool, Sink: snk, LeaderLease: 500 * time.Millisecond}},
 	} {
 		_, err := cdc.New(tc.cfg)
 		if !errors.Is(err, cdc.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
@@ -64,5 +66,13 @@ func TestConfig_InFlightDefaults(t *testing.T) {
 	if c.MaxInFlight != cdc.DefaultInFlightBatches*50 || c.MaxInFlightBytes != cdc.DefaultMaxInFlightBytes {
 		t.Fatalf("MaxInFlight %d, MaxInFlightBytes %d; want %d and %d", c.MaxInFlight, c.MaxInFlightBytes,
 			cdc.DefaultInFlightBatches*50, cdc.DefaultMaxInFlightBytes)
+	}
+}
+
+// The active relay's lease defaults to DefaultLeaderLease.
+func TestConfig_LeaderLeaseDefault(t *testing.T) {
+	t.Parallel()
+	if got := (cdc.Config{}).WithDefaults().LeaderLease; got != cdc.DefaultLeaderLease {
+		t.Fatalf("LeaderLease defaults to %v; want %v", got, cdc.DefaultLeaderLease)
 	}
 }

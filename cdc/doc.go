@@ -16,10 +16,10 @@
 //	...
 //	err = r.Run(ctx) // until ctx is done, or a fatal error such as ErrSlotLost
 //
-// At start the relay creates, if absent, its two small tables in the
-// outbox schema (outbox_cdc_slots, outbox_cdc_deferred), a publication on
-// the outbox table that publishes inserts only, and a named logical
-// replication slot. The publication publishes a time-partitioned outbox
+// At start the relay creates, if absent, its three small tables in the
+// outbox schema (outbox_cdc_slots, outbox_cdc_deferred, outbox_cdc_leases),
+// a publication on the outbox table that publishes inserts only, and a
+// named logical replication slot. The publication publishes a time-partitioned outbox
 // table (pgstore.Config.Partitioning) through its root, so inserts into any
 // partition arrive as rows of outbox_messages, and partitions may be
 // created and dropped (ops.MaintainPartitions) while the relay streams.
@@ -91,12 +91,52 @@
 //
 // # Slot safety
 //
-// One relay streams from a slot at a time: it holds a session-level
-// advisory lock keyed by the slot name on its replication connection; the
-// others wait as standbys and take over when that connection ends. Status
-// updates go out every StatusInterval; an idle stream writes a heartbeat
-// into the WAL every HeartbeatInterval so the slot's position follows the
-// server's. [Relay.Lag] reports the slot's lag in bytes and age. A slot
-// that was recorded in outbox_cdc_slots but is gone or invalidated stops
-// the relay with [ErrSlotLost] instead of being silently recreated.
+// One relay streams from a slot at a time, the active one: it holds a
+// session-level advisory lock keyed by the slot name on its replication
+// connection, and the slot's lease in outbox_cdc_leases, a token and an
+// expiry that it renews every third of Config.LeaderLease (5 s) on Pool,
+// whether it streams, idles or waits for the broker. The others wait as
+// standbys. A standby takes over when the active relay's replication
+// connection ends (it stopped or died, or the connection was cut), or when
+// the active relay's lease expired while its connection lives on: a hung
+// process (stopped, a stalled disk, a partition that leaves the TCP
+// connection open). Then the standby takes the lease under a new token,
+// terminates the backends that hold the slot's lock or the slot
+// (pg_terminate_backend: the relays' role needs to be the hung relay's, or
+// a member of pg_signal_backend), and streams from the slot's confirmed
+// position. Standbys check at least five times per lease, so a hung relay
+// is replaced within about LeaderLease and a second.
+//
+// Fencing: every write of the active relay carries its lease token. The
+// deferrals of the check and the record of each batch (marks or deletes,
+// failures, deferrals) change nothing unless the lease carries the token,
+// and they hold the lease row (FOR SHARE) until they commit, so a takeover
+// waits for a record under way and no record of the old relay commits after
+// it. Status updates, which move the slot's confirmed position, go out only
+// while the relay's own clock says its lease holds (until a tenth before it
+// ends); after a takeover the old relay's walsender is gone anyway. A relay
+// that resumes after it lost the lead logs "lost the lead of the slot",
+// records and confirms nothing more, ends its stream and stands by.
+//
+// Nothing is lost, and order per aggregate holds, across a takeover. The
+// confirmed position moves only over batches whose record committed under
+// the lease, and the new active relay streams from that position once the
+// old relay's walsender has ended: every message after it comes through
+// the new stream, and every message before it was recorded by the old
+// relay, SENT after its ack or handed to the table path, which publishes in
+// order. A refused record leaves its rows as they were, for the new relay
+// to check and publish itself. The old relay's publishes that were in
+// flight when it hung may reach the broker after it resumes: duplicates,
+// which at-least-once delivery allows, but never a message ahead of an
+// earlier one of its aggregate. A relay publishes a message only after the
+// previous message of its aggregate was acknowledged (or found SENT), so
+// whichever relay delivers a message first, the earlier messages of its
+// aggregate were delivered before it.
+//
+// Status updates go out every StatusInterval; an idle stream writes a
+// heartbeat into the WAL every HeartbeatInterval so the slot's position
+// follows the server's. [Relay.Lag] reports the slot's lag in bytes and
+// age. A slot that was recorded in outbox_cdc_slots but is gone or
+// invalidated stops the relay with [ErrSlotLost] instead of being silently
+// recreated.
 package cdc

@@ -124,7 +124,8 @@ type pipeline struct {
 func (r *Relay) process(ctx context.Context, events <-chan event, confirmed *atomic.Uint64, bud *budget) error {
 	p := &pipeline{r: r, events: events, confirmed: confirmed, budget: bud,
 		queue: make(chan *batchRun, 1024), tails: map[aggregate]*node{}, room: make(chan struct{}, 1)}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	// The publishers also stop waiting once the session's lead is lost.
+	p.ctx, p.cancel = context.WithCancel(r.leadContext())
 	defer p.cancel()
 	r.behindNano.Store(0)
 	r.batchesInFlight.Store(0)

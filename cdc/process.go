@@ -132,18 +132,22 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 	}
 	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
 	defer cancel()
-	rows, err := r.cfg.Pool.Query(ctx, r.q.check, seqs, types, ids, xids)
+	rows, err := r.cfg.Pool.Query(ctx, r.q.check, seqs, types, ids, xids, r.cfg.Slot, r.leaseToken())
 	if err != nil {
 		return fmt.Errorf("cdc: check batch: %w", err)
 	}
 	var seq int64
 	var v verdict
-	_, err = pgx.ForEachRow(rows, []any{&seq, &v.status, &v.blocked, &v.visible}, func() error {
+	leading := true
+	_, err = pgx.ForEachRow(rows, []any{&seq, &v.status, &v.blocked, &v.visible, &leading}, func() error {
 		verdicts[seq] = v
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("cdc: check batch: %w", err)
+	}
+	if !leading {
+		return r.fenced(errRefused)
 	}
 	return nil
 }
@@ -365,10 +369,14 @@ func (r *Relay) record(out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.sendCtx), r.cfg.PublishTimeout)
 	defer cancel()
 	var nFailed, nDeferred, nSent int64
-	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount).
-		Scan(&nFailed, &nDeferred, &nSent)
+	var leading bool
+	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount, r.cfg.Slot, r.leaseToken()).
+		Scan(&leading, &nFailed, &nDeferred, &nSent)
 	if err != nil {
 		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
+	}
+	if !leading {
+		return r.fenced(errRefused)
 	}
 	r.report(out)
 	return nil

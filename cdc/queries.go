@@ -21,6 +21,9 @@ type queries struct {
 	registryGet, registryPut, deferUnsent       string
 	check, recordMark, recordDelete             string
 	heartbeat, lag, tableClaim, tableDeleteSent string
+	// The lease of the active relay (lead.go).
+	leaseSetup, leaseTake, leaseSeize, leaseRenew string
+	leaseRelease, leaseTerminate                  string
 }
 
 // loadQueries reads the embedded SQL and fills in {{schema}} and
@@ -56,6 +59,12 @@ func loadQueries(schema, publication string) (queries, error) {
 		{&q.lag, "lag.sql"},
 		{&q.tableClaim, "table_claim.sql"},
 		{&q.tableDeleteSent, "table_delete_sent.sql"},
+		{&q.leaseSetup, "lease_setup.sql"},
+		{&q.leaseTake, "lease_take.sql"},
+		{&q.leaseSeize, "lease_seize.sql"},
+		{&q.leaseRenew, "lease_renew.sql"},
+		{&q.leaseRelease, "lease_release.sql"},
+		{&q.leaseTerminate, "lease_terminate.sql"},
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + f.file)
 		if err != nil {

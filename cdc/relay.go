@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net"
 	"strconv"
@@ -36,12 +35,13 @@ type Relay struct {
 	// outboxTable is the quoted, schema-qualified outbox table.
 	outboxTable string
 
-	recreate    atomic.Bool       // Config.RecreateSlot, until first used
-	tablesReady atomic.Bool       // the relay's tables exist
-	warnedKeep  atomic.Bool       // the max_slot_wal_keep_size warning was logged
-	notMigrated condlog.Condition // the outbox tables are missing
-	leader      atomic.Bool       // this relay streams from the slot now
-	behindNano  atomic.Int64      // unix nanos since when received messages wait; 0 when caught up
+	recreate    atomic.Bool                // Config.RecreateSlot, until first used
+	tablesReady atomic.Bool                // the relay's tables exist
+	warnedKeep  atomic.Bool                // the max_slot_wal_keep_size warning was logged
+	notMigrated condlog.Condition          // the outbox tables are missing
+	leader      atomic.Bool                // this relay streams from the slot now
+	lead        atomic.Pointer[leadership] // the session's lease of the slot (lead.go); nil on a standby
+	behindNano  atomic.Int64               // unix nanos since when received messages wait; 0 when caught up
 	// batchesInFlight counts the batches with messages that were started
 	// and not yet recorded (for tests: pipelining happened).
 	batchesInFlight atomic.Int64
@@ -336,25 +336,16 @@ func (r *Relay) session() error {
 	if lasted, ended := r.notMigrated.Ended(time.Now()); ended {
 		r.log.Info("outbox tables found; the relay goes on", slog.Duration("waited", lasted.Round(time.Second)))
 	}
-	standing := false
-	for {
-		ok, err := r.tryLock(r.runCtx, conn)
-		if err != nil {
-			return fmt.Errorf("cdc: take the slot's advisory lock: %w", err)
-		}
-		if ok {
-			break
-		}
-		if !standing {
-			standing = true
-			r.log.Info("standing by: another relay is active on this slot")
-		}
-		if !r.sleep(r.cfg.StandbyInterval) {
-			return nil
-		}
+	lead, err := r.waitLead(conn)
+	if err != nil || lead == nil {
+		return err
 	}
+	defer r.endLead(lead)
 	start, err := r.setup(r.runCtx)
 	if err != nil {
+		return err
+	}
+	if err := r.waitSlotFree(r.runCtx); err != nil {
 		return err
 	}
 	err = pglogrepl.StartReplication(r.runCtx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
@@ -375,7 +366,11 @@ func (r *Relay) session() error {
 	r.log.Info("active: streaming from the slot", slog.String("from_lsn", start.String()))
 	r.leader.Store(true)
 	defer r.leader.Store(false)
-	return r.stream(conn, start)
+	err = r.stream(conn, start)
+	if lost := lead.lostErr(); lost != nil {
+		return lost
+	}
+	return err
 }
 
 // connect opens the replication connection.
@@ -426,15 +421,14 @@ func refusesReplication(err error) bool {
 }
 
 // tryLock takes the session-level advisory lock that makes this relay the
-// active one for the slot. It is held by the replication connection's
-// backend, so it ends when that connection does: a relay that dies, or
-// whose connection is cut, lets a standby take over.
+// active one for the slot (with the slot's lease, lead.go). It is held by
+// the replication connection's backend, so it ends when that connection
+// does: a relay that dies, or whose connection is cut or terminated, lets
+// a standby take over.
 func (r *Relay) tryLock(ctx context.Context, conn *pgconn.PgConn) (bool, error) {
-	h := fnv.New64a()
-	h.Write([]byte("outbox.cdc.slot:" + r.cfg.Slot))
 	// A replication connection speaks only the simple query protocol, so
 	// the key, an integer, is written into the statement.
-	res, err := conn.Exec(ctx, "SELECT pg_try_advisory_lock("+strconv.FormatInt(int64(h.Sum64()), 10)+")").ReadAll()
+	res, err := conn.Exec(ctx, "SELECT pg_try_advisory_lock("+strconv.FormatInt(r.slotLockKey(), 10)+")").ReadAll()
 	if err != nil {
 		return false, err
 	}

@@ -30,9 +30,9 @@ const (
 // Remove undoes what a CDC relay set up in the database, for a relay that
 // is stopped for good: it drops the replication slot, so that PostgreSQL
 // stops keeping WAL for it, drops the publication, and forgets the slot in
-// the schema's outbox_cdc_slots. A slot or publication that does not exist
-// is not an error. slot defaults to DefaultSlot(schema) and publication to
-// slot, as in Config.
+// the schema's outbox_cdc_slots and its lease in outbox_cdc_leases. A slot
+// or publication that does not exist is not an error. slot defaults to
+// DefaultSlot(schema) and publication to slot, as in Config.
 //
 // While a walsender streams from the slot (a relay that just stopped may
 // still hold it for a moment), Remove tries again for up to [RemoveWait];
@@ -62,14 +62,24 @@ func Remove(ctx context.Context, pool *pgxpool.Pool, schema, slot, publication s
 	if _, err := pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{publication}.Sanitize()); err != nil {
 		return fmt.Errorf("cdc: remove: drop publication %s: %w", publication, err)
 	}
-	registry := pgx.Identifier{schema, "outbox_cdc_slots"}.Sanitize()
+	for _, table := range []string{"outbox_cdc_slots", "outbox_cdc_leases"} {
+		if err := forgetSlot(ctx, pool, pgx.Identifier{schema, table}.Sanitize(), slot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetSlot deletes slot's row from the relay's table, if the table
+// exists.
+func forgetSlot(ctx context.Context, pool *pgxpool.Pool, table, slot string) error {
 	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", registry).Scan(&exists); err != nil {
-		return fmt.Errorf("cdc: remove: find %s: %w", registry, err)
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
+		return fmt.Errorf("cdc: remove: find %s: %w", table, err)
 	}
 	if exists {
-		if _, err := pool.Exec(ctx, "DELETE FROM "+registry+" WHERE slot_name = $1", slot); err != nil {
-			return fmt.Errorf("cdc: remove: forget slot %s: %w", slot, err)
+		if _, err := pool.Exec(ctx, "DELETE FROM "+table+" WHERE slot_name = $1", slot); err != nil {
+			return fmt.Errorf("cdc: remove: forget slot %s in %s: %w", slot, table, err)
 		}
 	}
 	return nil

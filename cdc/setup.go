@@ -153,6 +153,9 @@ func (r *Relay) setupTables(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, r.q.setup); err != nil {
 		return fmt.Errorf("cdc: setup: create tables: %w", err)
 	}
+	if _, err := tx.Exec(ctx, r.q.leaseSetup); err != nil {
+		return fmt.Errorf("cdc: setup: create the lease table: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("cdc: setup: commit: %w", err)
 	}

@@ -133,7 +133,13 @@ func (rd *reader) run() error {
 
 // sendStatus reports the confirmed position: the server may discard the
 // WAL before it, and restarts the stream there.
+//
+// Only while the lead is held: once it may have ended, a standby may
+// stream from the slot, and this relay's position is none of its business.
 func (rd *reader) sendStatus() error {
+	if l := rd.r.lead.Load(); l == nil || !l.valid(time.Now()) {
+		return rd.r.fenced(errLapsed)
+	}
 	lsn := pglogrepl.LSN(rd.confirmed.Load())
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), rd.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: lsn, WALFlushPosition: lsn, WALApplyPosition: lsn,

@@ -156,6 +156,16 @@ func (r *Relay) Start(ctx context.Context) error {
 		case <-r.stopping:
 		}
 	}()
+	// A store whose leader holds a lease of its own (store.LeaseKeeper)
+	// renews it until the relay has resigned.
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	if k, ok := r.cfg.Store.(store.LeaseKeeper); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.KeepLease(keepCtx)
+		}()
+	}
 	workers := sync.WaitGroup{}
 	workers.Go(r.poll)
 	for range r.cfg.Workers - 1 {
@@ -166,7 +176,8 @@ func (r *Relay) Start(ctx context.Context) error {
 		r.sendStop()
 		r.resign()
 		stopListening()
-		wg.Wait() // the listening connection is closed
+		stopKeeping()
+		wg.Wait() // the listening connection is closed, KeepLease returned
 		close(r.done)
 	}()
 	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),

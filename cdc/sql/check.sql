@@ -18,9 +18,20 @@
 -- from the stream is widened to an xid8: the newest xid below the
 -- snapshot's xmax with those low 32 bits.
 --
+-- Fenced like record.sql: the deferrals are written only while the slot's
+-- lease carries the relay's token, and the last column says whether it
+-- did (false: the relay lost the lead, and must publish nothing more).
+--
 -- $1 seqs, $2 aggregate types, $3 aggregate ids, $4 xids: one element per
--- message.
-WITH s AS (
+-- message; $5 slot, $6 the relay's lease token.
+WITH lease AS (
+    SELECT 1
+    FROM {{schema}}.outbox_cdc_leases
+    WHERE slot_name = $5
+      AND token = $6
+    FOR SHARE
+),
+s AS (
     SELECT pg_current_snapshot() AS snap,
            pg_snapshot_xmax(pg_current_snapshot())::text::numeric AS xmax
 ),
@@ -59,7 +70,8 @@ d AS (
     FROM v
     WHERE v.status IS NOT NULL AND v.status <> 'SENT'
       AND (v.status <> 'PENDING' OR v.deferred OR v.blocked)
+      AND EXISTS (SELECT 1 FROM lease)
     ON CONFLICT DO NOTHING
 )
-SELECT v.seq, coalesce(v.status, ''), v.deferred OR v.blocked, v.visible
+SELECT v.seq, coalesce(v.status, ''), v.deferred OR v.blocked, v.visible, EXISTS (SELECT 1 FROM lease)
 FROM v

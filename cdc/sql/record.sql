@@ -13,11 +13,26 @@
 -- primary key; the seqs of failures and of acknowledged messages are
 -- disjoint.
 --
+-- Fenced: nothing changes unless the slot's lease (lease_setup.sql) still
+-- carries the relay's token. The lease row stays locked (FOR SHARE) until
+-- the statement commits, so a standby's takeover (lease_seize.sql,
+-- lease_take.sql) waits for it, and no record of the old relay commits
+-- after the takeover. The first column says whether the relay held the
+-- lease; false: it lost the lead, and nothing was recorded.
+--
 -- $1 failed seqs, $2 errors, $3 delays in milliseconds, $4 dead letter,
 -- $9 count the attempt (false when the message's topic could not take
 -- records: not the message's fault); $5 deferred aggregate types, $6
--- aggregate ids, $7 reasons; $8 acknowledged seqs.
-WITH failed AS (
+-- aggregate ids, $7 reasons; $8 acknowledged seqs; $10 slot, $11 the
+-- relay's lease token.
+WITH lease AS (
+    SELECT 1
+    FROM {{schema}}.outbox_cdc_leases
+    WHERE slot_name = $10
+      AND token = $11
+    FOR SHARE
+),
+failed AS (
     UPDATE {{schema}}.outbox_messages m
     SET attempts = m.attempts + CASE WHEN f.count_attempt THEN 1 ELSE 0 END,
         status = CASE WHEN f.dead THEN 'DEAD_LETTER' ELSE 'FAILED' END,
@@ -27,15 +42,17 @@ WITH failed AS (
     WHERE m.seq = f.seq
       AND m.status = 'PENDING'
       AND m.lease_token IS NULL
+      AND EXISTS (SELECT 1 FROM lease)
     RETURNING 1
 ),
 deferred AS (
     INSERT INTO {{schema}}.outbox_cdc_deferred (aggregate_type, aggregate_id, reason)
     SELECT * FROM unnest($5::text[], $6::text[], $7::text[])
+    WHERE EXISTS (SELECT 1 FROM lease)
     ON CONFLICT DO NOTHING
     RETURNING 1
 ),
 sent AS (
 {{sent}}
 )
-SELECT (SELECT count(*) FROM failed), (SELECT count(*) FROM deferred), (SELECT count(*) FROM sent)
+SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM failed), (SELECT count(*) FROM deferred), (SELECT count(*) FROM sent)

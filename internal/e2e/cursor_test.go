@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // The crash cases of cursor mode (pgstore EnableCursor) with real relay
@@ -344,4 +346,127 @@ func TestCursorRelay_LeaderConnectionsTerminatedLoseNothing(t *testing.T) {
 	t.Logf("%d connections terminated; %d records for %d messages (%d duplicates); A led %d times, B %d times; A reported %d fenced batches",
 		terminated, len(recs), total, dups, strings.Count(a.output(), "leading the cursor"), strings.Count(b.output(), "leading the cursor"),
 		strings.Count(a.output(), "lease was taken over"))
+}
+
+// cursorLease is the cursor row's lease holder and position.
+func (e *env) cursorLease() (owner, token string, pos int64) {
+	e.t.Helper()
+	var o, tok *string
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT lease_owner, lease_token::text, position FROM outbox_cursor").Scan(&o, &tok, &pos); err != nil {
+		e.t.Fatal(err)
+	}
+	if o != nil {
+		owner = *o
+	}
+	if tok != nil {
+		token = *tok
+	}
+	return owner, token, pos
+}
+
+// The leader's process hangs (SIGSTOP) while writers commit: the standby
+// leads within the leader's lease (pgstore.DefaultLeaderLease, not the
+// claims' lease of 30 s) and publishes what came next. When the old leader
+// resumes (SIGCONT), it finds its lease ended before it writes anything:
+// the cursor row keeps the standby's lease and its position never moves
+// backwards, and every message arrives, in order per aggregate.
+func TestCursorRelay_SIGSTOPLeaderIsReplacedAndWritesNothingWhenItResumes(t *testing.T) {
+	t.Parallel()
+	e := newCursorEnv(t)
+	a := e.cursorRelay("A", nil, "--lease", "30s")
+	w := e.startWriter(5, 20*time.Millisecond)
+	a.waitLeads(30 * time.Second)
+	b := e.cursorRelay("B", nil, "--lease", "30s")
+	time.Sleep(time.Second)
+
+	// The position and lease holder are sampled throughout.
+	var (
+		mu      sync.Mutex
+		back    string
+		holders []string
+	)
+	sampleDone, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var last int64
+		for {
+			select {
+			case <-sampleDone:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			owner, _, pos := e.cursorLease()
+			mu.Lock()
+			if pos < last && back == "" {
+				back = fmt.Sprintf("%d after %d", pos, last)
+			}
+			if len(holders) == 0 || holders[len(holders)-1] != owner {
+				holders = append(holders, owner)
+			}
+			mu.Unlock()
+			last = max(last, pos)
+		}
+	}()
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = a.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	stopped := time.Now()
+	probe := seqMessage("probe", 0)
+	probe.ID = uuid.Must(uuid.NewV7())
+	e.enqueue(probe)
+	// The guarantee, with room for a loaded machine: B leads and publishes
+	// what was committed after A hung.
+	b.waitLeads(15 * time.Second)
+	e.waitStatus(probe.ID, outbox.StatusSent, 15*time.Second)
+	t.Logf("B published %s after A hung (leader lease %s, claim lease 30s)", time.Since(stopped).Round(time.Millisecond), pgstore.DefaultLeaderLease)
+	owner, token, _ := e.cursorLease()
+	if owner != "B" {
+		t.Fatalf("the cursor's lease after the takeover is %q's; want B's", owner)
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	a.waitFor("no longer leading", 15*time.Second)
+	time.Sleep(2 * time.Second)
+	want, total := w.stop()
+	want[probe.AggregateID] = 1
+	recs := consumed(t, e.addrs, e.topic, total+1, 60*time.Second)
+	dups := checkOrder(t, recs, want)
+	e.waitPositionAtLastSeq(10 * time.Second)
+	close(sampleDone)
+	<-sampled
+
+	if o, tok, _ := e.cursorLease(); o != owner || tok != token {
+		t.Errorf("the cursor's lease after A resumed: %q, %s; want B's, untouched (%s)", o, tok, token)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if back != "" {
+		t.Errorf("the saved position moved backwards: %s", back)
+	}
+	if len(holders) != 2 || holders[0] != "A" || holders[1] != "B" {
+		t.Errorf("the cursor's lease holders in turn: %q; want A, then B only", holders)
+	}
+	if n := strings.Count(a.output(), "pgstore: leading the cursor"); n != 1 {
+		t.Errorf("A led %d times; want once, before it hung", n)
+	}
+	var unsent int
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM outbox_messages WHERE status NOT IN ('QUEUED', 'SENT')").Scan(&unsent); err != nil {
+		t.Fatal(err)
+	}
+	if unsent != 0 {
+		t.Errorf("%d messages in the table path at the end; want none (A's late writes move nothing there)", unsent)
+	}
+	t.Logf("%d records for %d messages (%d duplicates)", len(recs), total+1, dups)
 }

@@ -67,6 +67,10 @@ func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
 	t.Helper()
 	b := setup(t)
 	cfg.Schema = b.schema
+	if cfg.LeaderLease == 0 {
+		// The tests of takeovers wait for the leader's lease: keep it short.
+		cfg.LeaderLease = cursorLease
+	}
 	s, err := pgstore.New(b.pool, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -77,9 +77,24 @@ import (
 // # One leader, and the table path
 //
 // The leader holds a lease on the cursor row (its token fences every write
-// it makes, as claims are fenced), renewed when it saves its position.
-// Other relays are standbys: they take over when the lease has expired, or
-// at once when the leader resigned (relay.Relay.Stop). Any relay, leader
+// it makes, as claims are fenced): Config.LeaderLease, 5 s by default, of
+// its own and not the claims' lease. Its saves renew it, and so does
+// Store.KeepLease, which relay.Relay runs for as long as it runs, every
+// third of the lease whatever the relay does: an idle leader, or one whose
+// publishes wait for a broker that does not answer, keeps the lead. Other
+// relays are standbys: they try to lead at least five times per lease and
+// take over when the lease has expired (a leader that hangs, is stopped or
+// cut off renews nothing), or at once when the leader resigned
+// (relay.Relay.Stop). A leader that resumes after its lease ran out finds
+// that before anything it does (checkLease), and a write already under way
+// changes nothing once another relay took the lease (its token is not the
+// cursor row's): it saves no position, moves no message to the table path,
+// and its acknowledgements in memory are dropped with its window. The next
+// leader publishes again what the old one had not saved as handled, and
+// the old one's publishes that were in flight when it hung may still reach
+// the broker: duplicates, which at-least-once allows; each of those was
+// published after the earlier messages of its aggregate were acknowledged,
+// so the first copies stay in order. Any relay, leader
 // or standby, also runs the table path: the claim of claim mode, over the
 // messages that are not QUEUED (PENDING, FAILED, IN_FLIGHT, whatever was
 // in the table before cursor mode was turned on, and replayed dead
@@ -97,12 +112,19 @@ const (
 	DefaultCursorReadAhead = 1000
 )
 
-// minLeaderLease is the shortest lease of the cursor's leader: the claims'
-// lease (store.ClaimParams.Lease) if longer. A lead is renewed a third of
-// its lease before it ends, by the round trips that read anyway.
+// DefaultLeaderLease is the default of Config.LeaderLease.
+const DefaultLeaderLease = 5 * time.Second
+
+// minLeaderLease is the shortest Config.LeaderLease.
 const minLeaderLease = time.Second
 
-func leaderLease(claimLease time.Duration) time.Duration { return max(claimLease, minLeaderLease) }
+// leaderLease is the lease of the cursor's leader (Config.LeaderLease).
+func (s *Store) leaderLease() time.Duration {
+	if s.cfg.LeaderLease == 0 {
+		return DefaultLeaderLease
+	}
+	return s.cfg.LeaderLease
+}
 
 // cursorSaveFailpoint names the crash point inside the transaction of a
 // round trip that saves the position (internal/e2e/cursor_test.go).
@@ -334,7 +356,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		tableClaim bool
 	)
 	if p != nil {
-		cs.lease = leaderLease(p.Lease)
+		cs.lease = s.leaderLease()
 	}
 	if cs.owner == "" && p != nil {
 		cs.owner = p.Owner
@@ -711,6 +733,7 @@ func (s *Store) Leading() (bool, int64) {
 	cs := &s.cursor
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.checkLease(s, time.Now())
 	if !cs.leader {
 		return false, 0
 	}
@@ -741,7 +764,7 @@ func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, err
 	)
 	b := s.relayBatch()
 	if try {
-		lease = leaderLease(p.Lease)
+		lease = s.leaderLease()
 		b.Queue(s.q.cursorState, p.Owner, token, lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
 			return won.scan(row, &active)
 		})
@@ -854,9 +877,11 @@ func (s *Store) cursorReadAhead() int {
 }
 
 // standbyInterval is how often a standby tries to lead: as often as the
-// full claim, so that a relay that resigned is followed within about that.
+// full claim, so that a relay that resigned is followed within about that,
+// and at least five times per leader's lease, so that a hung leader is
+// followed within about its lease.
 func (s *Store) standbyInterval() time.Duration {
-	return max(s.fullClaimInterval(), 100*time.Millisecond)
+	return min(max(s.fullClaimInterval(), 100*time.Millisecond), s.leaderLease()/5)
 }
 
 // inCursorMode reports whether the store follows cursor mode.

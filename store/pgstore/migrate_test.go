@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -135,6 +136,12 @@ func TestNew_AcceptsValidConfigAndDefaultsSchema(t *testing.T) {
 	_, err = pgstore.New(pool, pgstore.Config{Limits: outbox.Limits{MaxPayloadBytes: -1}})
 	if !errors.Is(err, pgstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "Limits.MaxPayloadBytes") {
 		t.Errorf("negative MaxPayloadBytes: error = %v, want ErrInvalidConfig naming Limits.MaxPayloadBytes", err)
+	}
+	for _, lease := range []time.Duration{-time.Second, 500 * time.Millisecond} {
+		_, err = pgstore.New(pool, pgstore.Config{LeaderLease: lease})
+		if !errors.Is(err, pgstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "LeaderLease") {
+			t.Errorf("LeaderLease %v: error = %v, want ErrInvalidConfig naming LeaderLease", lease, err)
+		}
 	}
 }
 

@@ -87,6 +87,17 @@ type Config struct {
 	// waiting for an earlier message of their aggregate. Defaults to
 	// [DefaultCursorReadAhead].
 	CursorReadAhead int
+	// LeaderLease is, in cursor mode, the lease of the relay that leads
+	// the cursor: the longest a standby waits for a leader that stopped
+	// renewing it (a hung or partitioned process) before it takes over.
+	// A relay.Relay renews its lead every third of it for as long as it
+	// runs (Store.KeepLease), whether it reads, idles or waits for the
+	// broker. A standby tries to lead with its claims, as often as
+	// FullClaimInterval allows and at least five times per LeaderLease
+	// (with relay.Config's default PollInterval, once a second). The old
+	// leader's writes are fenced by its lease token from the takeover on.
+	// Defaults to [DefaultLeaderLease]; at least 1s.
+	LeaderLease time.Duration
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -111,6 +122,9 @@ func (c Config) validate() error {
 	}
 	if err := c.Partitioning.validate(); err != nil {
 		return err
+	}
+	if c.LeaderLease != 0 && c.LeaderLease < minLeaderLease {
+		return fmt.Errorf("%w: LeaderLease %v must be at least %v", ErrInvalidConfig, c.LeaderLease, minLeaderLease)
 	}
 	if c.CursorReadAhead < 0 {
 		return fmt.Errorf("%w: CursorReadAhead %d must not be negative", ErrInvalidConfig, c.CursorReadAhead)
@@ -146,6 +160,7 @@ var (
 	_ store.Notifier     = (*Store)(nil)
 	_ store.MarkClaimer  = (*Store)(nil)
 	_ store.Resigner     = (*Store)(nil)
+	_ store.LeaseKeeper  = (*Store)(nil)
 	_ store.MemoryMarker = (*Store)(nil)
 )
 
@@ -157,6 +172,7 @@ type queries struct {
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
 	// Cursor mode (cursor.go).
 	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
+	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
 
 	migrateLock, migrateSetup, migrateApplied, migrateRecord string
@@ -203,6 +219,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.cursorSave, "cursor_save.sql"},
 		{&s.q.cursorResign, "cursor_resign.sql"},
 		{&s.q.cursorTable, "cursor_table.sql"},
+		{&s.q.cursorRenew, "cursor_renew.sql"},
 		{&s.q.cursorMigrated, "cursor_migrated.sql"},
 		{&s.q.cursorCheck, "cursor_check.sql"},
 		{&s.q.cursorEnable, "cursor_enable.sql"},
