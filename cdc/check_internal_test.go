@@ -211,7 +211,7 @@ func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
 	}
 	out := &outcome{
 		sent:      []outbox.Record{recs[0]},
-		failed:    []failure{{rec: recs[1], err: errors.New("boom"), delay: time.Second}},
+		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
 		deferAggs: map[aggregate]string{},
 	}
 	if err := r.record(out); !errors.Is(err, errLostLead) {
