@@ -11,42 +11,15 @@ import (
 	"github.com/outbox-dev/outbox"
 )
 
-// The stream is processed as a pipeline, so that reading, checking,
-// publishing and recording overlap:
+// node is one message's place in its aggregate's chain.
 //
-//   - The reader (stream.go) decodes the messages and hands them on in
-//     stream order, each once it fits in the session's byte budget
-//     (Config.MaxInFlightBytes, see budget), which it holds until its batch
-//     was recorded.
-//   - The dispatcher (process, one goroutine) reads the events in stream
-//     order, cuts them into batches within Config.MaxInFlight, checks each
-//     batch (one statement, batches one after the other) and starts its
-//     publishing.
-//   - Each batch publishes on its own goroutine, in waves; a message waits
-//     for the outcome of the previous message of its aggregate, wherever
-//     that one is (the chain below), so order per aggregate holds across
-//     batches.
-//   - The finisher takes the batches in stream order, waits until a batch
-//     is published, and records the outcome of it and of the following
-//     batches that are published already in one statement, on a goroutine
-//     (up to maxRecords at once). As the records complete, in stream order,
-//     it confirms their end position and frees their share of the bounds
-//     and of the budget.
-//
-// So the confirmed position only moves over batches whose every message
-// was acknowledged (or recorded as failed or deferred) and whose
-// bookkeeping committed, and always in stream order: a crash re-sends what
-// came after it, never loses.
-//
-// The chain: tails maps each aggregate to the node of its latest message
-// in flight. A message whose predecessor was not acknowledged (it failed,
-// or was itself deferred) is deferred to the table path, and so are the
-// rest of its aggregate's messages behind it. A node leaves the map when
+// The chain: pipeline.tails maps each aggregate to the node of its latest
+// message in flight. A message whose predecessor was not acknowledged (it
+// failed, or was itself deferred) is deferred to the table path, and so
+// are the rest of its aggregate's messages behind it. A node leaves the map when
 // its batch was recorded, and, if its message was not acknowledged, only
 // once every check that may have read the table before that record
 // committed has been linked: a later check sees the deferral itself.
-
-// node is one message's place in its aggregate's chain.
 type node struct {
 	agg  aggregate
 	done chan struct{} // closed when the outcome is known
@@ -99,7 +72,32 @@ type batchRun struct {
 	err   error         // set before done is closed
 }
 
-// pipeline is one session's processing of the stream.
+// pipeline is one session's processing of the stream, in stages that
+// overlap: reading, checking, publishing and recording.
+//
+//   - The reader (stream.go) decodes the messages and hands them on in
+//     stream order, each once it fits in the session's byte budget
+//     (Config.MaxInFlightBytes, see budget), which it holds until its batch
+//     was recorded.
+//   - The dispatcher (process, one goroutine) reads the events in stream
+//     order, cuts them into batches within Config.MaxInFlight, checks each
+//     batch (one statement, batches one after the other) and starts its
+//     publishing.
+//   - Each batch publishes on its own goroutine, in waves; a message waits
+//     for the outcome of the previous message of its aggregate, wherever
+//     that one is (its chain, see node), so order per aggregate holds
+//     across batches.
+//   - The finisher takes the batches in stream order, waits until a batch
+//     is published, and records the outcome of it and of the following
+//     batches that are published already in one statement, on a goroutine
+//     (up to maxRecords at once). As the records complete, in stream order,
+//     it confirms their end position and frees their share of the bounds
+//     and of the budget.
+//
+// So the confirmed position only moves over batches whose every message
+// was acknowledged (or recorded as failed or deferred) and whose
+// bookkeeping committed, and always in stream order: a crash re-sends what
+// came after it, never loses.
 type pipeline struct {
 	r         *Relay
 	events    <-chan event

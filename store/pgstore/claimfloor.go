@@ -16,20 +16,19 @@ import (
 //
 // Marking a message leaves index entries behind in outbox_messages_due (the
 // versions it had while PENDING and IN_FLIGHT) until VACUUM removes them.
-// A claim that scanned from the lowest seq would walk all of them: after two
-// million messages were marked, more than a second for the first such
-// claim (which also has to visit the table for each entry), and tens of
-// milliseconds for each later one. So a claim starts at the floor, below
-// which every message is known to be sent, leased, not due, or waiting
-// behind a dead letter:
+// A claim that scanned from the lowest seq would walk all of them, and visit
+// the table for each, so that its cost grew with the messages marked since
+// the last VACUUM rather than with the backlog. So a claim starts at the
+// floor, below which every message is known to be sent, leased, not due, or
+// waiting behind a dead letter:
 //
 //	floor = min(low, bound)
 //
 // where low is the lowest due seq at or above the old floor that does not
 // wait behind a dead letter (queries/claim_floor.sql, in the claim's round
 // trip) and bound is one more than the highest committed seq seen at least
-// FullClaimInterval ago. The bound keeps the floor below
-// every message of a transaction that is still committing: seqs are taken
+// FullClaimInterval ago. The bound keeps the floor below every message of
+// a transaction that is still committing: seqs are taken
 // at INSERT, so a message may become visible after messages with a higher
 // seq. Only a transaction that takes longer than FullClaimInterval from its
 // INSERT to its commit can end up below the floor.
@@ -38,17 +37,15 @@ import (
 // the floor with the seq of the message marked SENT last
 // (queries/seed_floor.sql, a scan of live index entries), so that a relay
 // restarted right after a large batch was marked does not walk that batch's
-// dead entries in its first claims: the first claim after two million rows
-// were marked took 1.4 s from seq 0. The first claim also starts the probe
+// dead entries in its first claims. The first claim also starts the probe
 // below, which finds whatever is due below the seed; until it has, such
 // messages wait (for the probe's duration, milliseconds on a vacuumed
 // table). A seeded floor moves up with the claims' low before the bound is
 // known: one that stayed at the seed for the first FullClaimInterval would
 // have every claim walk the entries the claims before it marked, and while
-// the first probe walks two million dead entries (seconds, on a single
-// snapshot) those cannot be marked dead in the index, so each costs a
-// visit to the table: claims grew from 5 to 17 ms over that second. The
-// price is that a message whose transaction commits after the claims
+// the first probe walks the dead entries below (on a single snapshot) those
+// cannot be marked dead in the index, so each costs those claims a visit to
+// the table. The price is that a message whose transaction commits after the claims
 // passed its seq, in a Store's first FullClaimInterval, waits for the next
 // probe, as a transaction slower than FullClaimInterval always does. With
 // no SENT message there is no seed, and claims scan from seq 0 until the
@@ -66,32 +63,29 @@ import (
 // seqs each (65,536 at first; doubled after a piece under a millisecond,
 // up to 1,048,576; halved after one over 10 ms), resting twenty times as
 // long as each piece took (about 5% of a core), until a piece finds a due
-// message or reaches the
-// floor, where a last piece without end looks at and above the floor as a
-// whole probe does. It begins once the claim that started it has returned,
-// so that a relay's first claim does not share the machine with its first
-// piece. A new Store cannot know how much lies below its seed:
-// right after two million rows were marked in one statement, unvacuumed,
-// one statement walked their dead entries for about a second (each a visit
-// to the table, which the walk prunes and dirties), and the claims beside
-// it, on two cores, took 1.4-1.9x their usual p99; in pieces resting three
-// times as long as each took, 1.1-1.3x on one machine and 1.33-1.70x on a
-// slower one; resting twenty times as long, 0.90-1.26x on that slower
-// machine (docs/performance-history.md). That walk marks the entries dead in
+// message or reaches the floor, where a last piece without end looks at and
+// above the floor as a whole probe does. It begins once the claim that
+// started it has returned, so that a relay's first claim does not share the
+// machine with its first piece. A new Store cannot know how much lies below
+// its seed: one statement over many dead entries (each a visit to the
+// table, which the walk prunes and dirties) would slow the claims beside it
+// for as long as it runs, while the pieces and their rests leave the claims
+// close to their usual latency (docs/performance-history.md holds the
+// measurements behind these numbers). That walk marks the entries dead in
 // the index, and each later probe, one statement, walks only what the
 // claims marked since the one before. The price is the sweep's length: a
-// message below the seed waits for it (over those two million rows 7 s
-// with the shorter rest and 38 s with this one, on the slower machine; on a
-// vacuumed table one piece per million seqs or so, in milliseconds). What
-// lies below the seed is late commits, retries and the leases of a relay
-// that stopped, which wait for their lease (30 s by default) anyway.
+// message below the seed waits for it (tens of seconds behind millions of
+// just-marked, unvacuumed rows; on a vacuumed table one piece per million
+// seqs or so, in milliseconds). What lies below the seed is late commits,
+// retries and the leases of a relay that stopped, which wait for their
+// lease (30 s by default) anyway.
 //
-// The probe walks the dead index entries
-// below the floor, so that the claims do not have to: with a long-running
-// transaction anywhere in the database, those entries cannot even be marked
-// dead, and a scan from seq 0 visits the table for each of them. Until the
-// floor is known (a new Store, or during its first FullClaimInterval),
-// claims scan from seq 0 themselves.
+// The probe walks the dead index entries below the floor, so that the
+// claims do not have to: with a long-running transaction anywhere in the
+// database, those entries cannot even be marked dead, and a scan from seq 0
+// visits the table for each of them. Until the floor is known (a new Store,
+// or during its first FullClaimInterval), claims scan from seq 0
+// themselves.
 //
 // An idle relay needs no probe beside its claims: once the Store's claims
 // have found nothing for a FullClaimInterval, a claim that is due to look
