@@ -168,28 +168,72 @@ func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p
 // cursorRoundTrip is one round trip of cursorTrip; it reports whether the
 // store became the leader in it. cs.db is held.
 func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
-	cs := &s.cursor
-	claiming := p != nil && p.Limit >= 1
-	now := time.Now()
+	plan := s.planCursorTrip(token, seqs, p, time.Now())
+	if !plan.sends() {
+		// Nothing to send: the marks were in memory, and the window holds
+		// enough for the claim.
+		cs := &s.cursor
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		marked := cs.ackLeading(plan.leaderTok, token, seqs)
+		return marked, s.cursorHandOut(c, p, plan.leaderTok, nil), false, nil
+	}
+	b := s.relayBatch()
+	reply := s.queueCursorTrip(b, &plan, p, c.Token)
+	if reply.scan != nil {
+		defer reply.scan.done()
+	}
+	if err := s.sendCursorTrip(ctx, b, reply); err != nil {
+		// Nothing of the round trip counts, not even the marks of cursor
+		// messages (a caller treats the batch as not marked and marks it
+		// again). A lost reply may hide a committed save or takeover; the
+		// lease then simply runs out.
+		return 0, c, false, err
+	}
+	marked, c, won := s.applyCursorTrip(&plan, reply, p, c)
+	return marked, c, won, nil
+}
 
+// cursorPlan is what one round trip of cursorTrip sends, decided from the
+// cursor's state before it is sent (planCursorTrip).
+type cursorPlan struct {
+	token     uuid.UUID // the claim whose seqs are marked
+	seqs      []int64   // the seqs to mark
+	tableSeqs []int64   // seqs, when token holds table-path messages: marked in the table
+	leaderTok uuid.UUID // the lead's token when planned
+
+	read      bool // the leader reads (queueCursorRead)
+	readFrom  int64
+	headLimit int
+	gapLo     []int64
+	gapHi     []int64
+	gapLimit  int
+
+	save     bool // the leader saves its position and renews its lease
+	saveArgs cursorSaveArgs
+	tabling  []int64 // the window's records that move to the table path
+
+	tryLead   bool // a standby tries to lead under leadToken
+	leadToken uuid.UUID
+
+	tableClaim bool // a claim of the table path
+}
+
+// sends reports whether the round trip has anything to send.
+func (pl *cursorPlan) sends() bool {
+	return pl.read || pl.save || pl.tryLead || pl.tableClaim || len(pl.tableSeqs) > 0
+}
+
+// planCursorTrip decides what a round trip of cursorTrip sends: the marks
+// of table-path messages under token; with a claim (p.Limit at least 1), a
+// read of the leader's window or a standby's attempt to lead, and the
+// table path's claim when due; and the leader's save when due. It takes
+// cs.mu.
+func (s *Store) planCursorTrip(token uuid.UUID, seqs []int64, p *store.ClaimParams, now time.Time) cursorPlan {
+	cs := &s.cursor
 	cs.mu.Lock()
-	var (
-		marked     int64
-		tableSeqs  = seqs
-		leading    = cs.leader
-		leaderTok  = cs.token
-		doRead     bool
-		headLimit  int
-		readFrom   int64
-		gapLo      []int64
-		gapHi      []int64
-		tabling    []int64
-		doSave     bool
-		save       cursorSaveArgs
-		tryLead    bool
-		leadToken  uuid.UUID
-		tableClaim bool
-	)
+	defer cs.mu.Unlock()
+	plan := cursorPlan{token: token, seqs: seqs, tableSeqs: seqs, leaderTok: cs.token}
 	if p != nil {
 		cs.lease = leaderLease(p.Lease)
 	}
@@ -197,123 +241,145 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		cs.owner = p.Owner
 	}
 	cs.checkLease(s, now)
-	leading = cs.leader
 	if !cs.holdsTable(token) {
-		tableSeqs = nil // no table-path message was claimed under token
+		plan.tableSeqs = nil // no table-path message was claimed under token
 	}
-	if claiming {
-		if leading {
-			cs.win.expire(now)
-			if cs.win.eligible(p.Limit) < p.Limit {
-				// Read above the head only while the window has room; the
-				// gaps are read in any case, so that they can close.
-				if cs.win.open() < s.cursorReadAhead() && len(cs.win.gaps) < cursorMaxGaps {
-					headLimit = p.Limit
-				}
-				doRead = headLimit > 0 || len(cs.win.gaps) > 0
-				readFrom = cs.win.head
-				gapLo, gapHi = cs.win.gapRanges()
-			}
+	if p != nil && p.Limit >= 1 {
+		if cs.leader {
+			s.planRead(&plan, p.Limit, now)
 		} else if now.Sub(cs.checkedAt) >= s.standbyInterval() {
-			tryLead = true
+			plan.tryLead, plan.leadToken = true, uuid.New()
 			cs.checkedAt = now
-			leadToken = uuid.New()
 		}
-		tableClaim = cs.tableMore || now.Sub(cs.lastTable) >= s.fullClaimInterval()
+		plan.tableClaim = cs.tableMore || now.Sub(cs.lastTable) >= s.fullClaimInterval()
 	}
-	if leading {
-		tabling = cs.win.tablingSeqs()
-		doSave = len(tabling) > 0 || cs.leaseUntil.Sub(now) < cs.lease*2/3 ||
-			((cs.win.pos > cs.saved || cs.win.handled != cs.savedHandled) &&
-				(s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= s.cursorSaveInterval()))
-		if doSave {
-			save = cs.win.saveArgs()
-		}
+	if cs.leader {
+		s.planSave(&plan, now)
 	}
-	cs.mu.Unlock()
+	return plan
+}
 
-	if !doRead && !doSave && !tryLead && !tableClaim && len(tableSeqs) == 0 {
-		// Nothing to send: the marks were in memory, and the window holds
-		// enough for the claim.
-		cs.mu.Lock()
-		defer cs.mu.Unlock()
-		marked += cs.ackLeading(leaderTok, token, seqs)
-		return marked, s.cursorHandOut(c, p, leaderTok, nil), false, nil
+// planRead plans the leader's read when its window holds fewer eligible
+// records than a claim of limit: above the head only while the window has
+// room, the gaps in any case, so that they can close. cs.mu is held.
+func (s *Store) planRead(plan *cursorPlan, limit int, now time.Time) {
+	w := s.cursor.win
+	w.expire(now)
+	if w.eligible(limit) >= limit {
+		return
 	}
+	if w.open() < s.cursorReadAhead() && len(w.gaps) < cursorMaxGaps {
+		plan.headLimit = limit
+	}
+	plan.read = plan.headLimit > 0 || len(w.gaps) > 0
+	plan.readFrom = w.head
+	plan.gapLo, plan.gapHi = w.gapRanges()
+	plan.gapLimit = 4 * limit
+}
 
-	b := s.relayBatch()
+// cursorReply is what a round trip of cursorTrip returned, filled in as
+// the batch's results arrive.
+type cursorReply struct {
+	marked    int64 // table-path messages marked SENT
+	read      cursorRead
+	saveTag   pgconn.CommandTag
+	pauseSave bool // the save's failpoint is armed
+	active    bool // cursor mode is on (from an attempt to lead)
+	lead      leadResult
+	scan      *claimScan // the table path's claim
+	tableRecs []outbox.Record
+	sent      time.Time
+}
+
+// queueCursorTrip queues what plan sends into b, the leader's read first;
+// the table path's claim is made under claimTok.
+func (s *Store) queueCursorTrip(b *pgx.Batch, plan *cursorPlan, p *store.ClaimParams, claimTok uuid.UUID) *cursorReply {
+	r := &cursorReply{}
 	// The read comes first: the bound of the gaps it finds is a
 	// transaction id it takes after its snapshot (queries/cursor_read.sql),
 	// and any write before it in the round trip's transaction (the save,
 	// a mark, a claim) would have taken the id already, before writers
 	// that took theirs while it ran. Such a bound could close the gap of a
 	// writer still open, and lose its message.
-	var read cursorRead
-	if doRead {
-		read.sent = time.Now()
-		s.queueCursorRead(b, readFrom, headLimit, gapLo, gapHi, 4*p.Limit, &read)
+	if plan.read {
+		r.read.sent = time.Now()
+		s.queueCursorRead(b, plan.readFrom, plan.headLimit, plan.gapLo, plan.gapHi, plan.gapLimit, &r.read)
 	}
-	var saveTag, tableTag pgconn.CommandTag
-	pauseSave := doSave && failpoint.Enabled && failpoint.Armed(cursorSaveFailpoint)
-	if doSave {
-		b.Queue(s.q.cursorSave, leaderTok, save.pos, cs.lease.Milliseconds(), save.head, save.lo, save.hi).
-			Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
-		if pauseSave {
-			b.Queue(s.q.failpointWatch)
-			b.Queue(s.q.failpointPause)
-		}
+	if plan.save {
+		s.queueCursorSave(b, plan, r)
 	}
-	if len(tabling) > 0 {
-		b.Queue(s.q.cursorTable, leaderTok, tabling).Exec(func(t pgconn.CommandTag) error { tableTag = t; return nil })
+	if len(plan.tabling) > 0 {
+		b.Queue(s.q.cursorTable, plan.leaderTok, plan.tabling)
 	}
-	if len(tableSeqs) > 0 {
-		b.Queue(s.q.markSent, tableSeqs, token).Exec(func(t pgconn.CommandTag) error { marked += t.RowsAffected(); return nil })
+	if len(plan.tableSeqs) > 0 {
+		b.Queue(s.q.markSent, plan.tableSeqs, plan.token).Exec(func(t pgconn.CommandTag) error { r.marked += t.RowsAffected(); return nil })
 	}
-	var (
-		active bool
-		lead   leadResult
-	)
-	if tryLead {
-		b.Queue(s.q.cursorState, p.Owner, leadToken, cs.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
-			return lead.scan(row, &active)
+	if plan.tryLead {
+		b.Queue(s.q.cursorState, p.Owner, plan.leadToken, s.cursor.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
+			return r.lead.scan(row, &r.active)
 		})
 	}
-	var (
-		scan      *claimScan
-		tableRecs []outbox.Record
-	)
-	if tableClaim {
-		scan = s.queueClaim(ctx, b, p, c.Token, &tableRecs, true)
-		defer scan.done()
+	if plan.tableClaim {
+		r.scan = s.queueTableClaim(b, p, claimTok, &r.tableRecs)
 	}
-	sent := time.Now()
+	return r
+}
+
+// sendCursorTrip sends the round trip b and waits until it committed, or
+// failed; r.sent is when it was sent.
+func (s *Store) sendCursorTrip(ctx context.Context, b *pgx.Batch, r *cursorReply) error {
+	r.sent = time.Now()
 	br := s.pool.SendBatch(ctx, b)
-	if pauseSave {
+	if r.pauseSave {
 		// The batch is on the wire: the server runs the save's UPDATE and
 		// then pauses before the commit. A crash test kills the process now.
 		failpoint.Announce(cursorSaveFailpoint)
 	}
-	err := br.Close()
-	_ = tableTag
+	return br.Close()
+}
 
+// applyCursorTrip takes what a committed round trip returned into the
+// cursor's state and fills claim c. It returns how many messages were
+// marked and whether the store became the leader. It takes cs.mu.
+func (s *Store) applyCursorTrip(plan *cursorPlan, r *cursorReply, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool) {
+	cs := &s.cursor
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if err != nil {
-		// Nothing of the round trip counts, not even the marks of cursor
-		// messages (a caller treats the batch as not marked and marks it
-		// again). A lost reply may hide a committed save or takeover; the
-		// lease then simply runs out.
-		return 0, c, false, err
-	}
 	// The marks of cursor messages count once the round trip did: then the
 	// read below may hand out the next message of their aggregates.
-	marked += cs.ackLeading(leaderTok, token, seqs)
-	if tableClaim {
-		cs.lastTable = sent
-		cs.tableMore = len(tableRecs) > 0
-		s.floor.end(*scan)
+	marked := r.marked + cs.ackLeading(plan.leaderTok, plan.token, plan.seqs)
+	s.applyTablePath(plan, r)
+	if plan.save && !s.applySave(plan, r) {
+		return marked, s.cursorHandOut(c, p, uuid.Nil, r.tableRecs), false
 	}
-	if len(tableSeqs) > 0 {
+	if plan.read && cs.leader && cs.token == plan.leaderTok {
+		// The read came first in the round trip, before the save moved
+		// tabling to the table path, so its blocked flags do not know of
+		// that move. Applied while those records are still in the window
+		// (as on their way to the table path), a later message of their
+		// aggregates that the read found follows them there. Applied after
+		// tabled, it would stay a cursor message and be published before
+		// them (chaos --cursor --seed 12).
+		cs.win.apply(r.read)
+	}
+	if len(plan.tabling) > 0 {
+		cs.win.tabled(plan.tabling)
+	}
+	won := plan.tryLead && cs.applyLeadAttempt(s, plan.leadToken, p.Owner, r)
+	return marked, s.cursorHandOut(c, p, cs.token, r.tableRecs), won
+}
+
+// applyTablePath takes the table path's part of a committed round trip:
+// its claim, and its marks, after which the next message of each marked
+// message's aggregate is the head. cs.mu is held.
+func (s *Store) applyTablePath(plan *cursorPlan, r *cursorReply) {
+	cs := &s.cursor
+	if plan.tableClaim {
+		cs.lastTable = r.sent
+		cs.tableMore = len(r.tableRecs) > 0
+		s.floor.end(*r.scan)
+	}
+	if len(plan.tableSeqs) > 0 {
 		// Marking table-path messages sent makes the next message of each
 		// of their aggregates the head: claim again at once. (A claim of
 		// the table path that found nothing meanwhile, because those
@@ -321,46 +387,6 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		// FullClaimInterval.)
 		cs.tableMore = true
 	}
-	if doSave {
-		if saveTag.RowsAffected() == 0 {
-			s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", s.cfg.Schema))
-			cs.dropLead()
-			return marked, s.cursorHandOut(c, p, uuid.Nil, tableRecs), false, nil
-		}
-		cs.saved = max(cs.saved, save.pos)
-		cs.savedAt = sent
-		cs.savedHandled = save.handled
-		cs.leaseUntil = sent.Add(cs.lease)
-		if doRead && cs.leader && cs.token == leaderTok {
-			// The read came first in the round trip, before the save moved
-			// tabling to the table path, so its blocked flags do not know
-			// of that move. Applied while those records are still in the
-			// window (as on their way to the table path), a later message
-			// of their aggregates that the read found follows them there.
-			// Applied after tabled, it stayed a cursor message and was
-			// published before them (chaos --cursor --seed 12).
-			cs.win.apply(read)
-			doRead = false
-		}
-		if len(tabling) > 0 {
-			cs.win.tabled(tabling)
-		}
-	}
-	won := false
-	if tryLead {
-		switch {
-		case !active:
-			cs.mode = modeClaim // cursor mode was turned off (or never on)
-			cs.checkedAt = sent
-		case lead.pos != nil:
-			cs.takeLead(s, p.Owner, leadToken, lead, sent)
-			won = true
-		}
-	}
-	if doRead && cs.leader && cs.token == leaderTok {
-		cs.win.apply(read)
-	}
-	return marked, s.cursorHandOut(c, p, cs.token, tableRecs), won, nil
 }
 
 // cursorHandOut fills claim c (p nil: no claim) with the table-path

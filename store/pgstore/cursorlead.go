@@ -243,3 +243,18 @@ func (cs *cursorState) claimModeChecked(active bool) {
 		cs.checkedAt = time.Time{}
 	}
 }
+
+// applyLeadAttempt takes the result of a standby's attempt to lead under
+// token: claim mode when cursor mode is off, the lead when it won. It
+// reports whether it won. cs.mu is held.
+func (cs *cursorState) applyLeadAttempt(s *Store, token uuid.UUID, owner string, r *cursorReply) bool {
+	switch {
+	case !r.active:
+		cs.mode = modeClaim // cursor mode was turned off (or never on)
+		cs.checkedAt = r.sent
+	case r.lead.pos != nil:
+		cs.takeLead(s, owner, token, r.lead, r.sent)
+		return true
+	}
+	return false
+}

@@ -231,18 +231,55 @@ func (s *Store) ensurePartitions(ctx context.Context, tx pgx.Tx, now time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	hasDefault := false
-	for _, p := range existing {
-		hasDefault = hasDefault || p.Default
-	}
-	if !hasDefault {
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(s.render(partitionSQL("create_default.sql")), "{{with}}", with)); err != nil {
-			return nil, fmt.Errorf("create the default partition: %w", err)
+	if !hasDefaultPartition(existing) {
+		if err := s.createDefaultPartition(ctx, tx, with); err != nil {
+			return nil, err
 		}
 		created = append(created, "outbox_messages_default")
 	}
-	// The current partition, those ahead, and any for rows that went to
-	// the default partition while no partition covered them.
+	starts, err := s.wantedPartitions(ctx, tx, now, interval, ahead)
+	if err != nil {
+		return nil, err
+	}
+	for _, from := range starts {
+		to := from.Add(interval)
+		if covered(existing, from, to) {
+			continue
+		}
+		name := partitionName(from, interval)
+		if err := s.createPartition(ctx, tx, name, from, to, with); err != nil {
+			return nil, err
+		}
+		created = append(created, name)
+		existing = append(existing, Partition{Name: name, From: from, To: to})
+	}
+	return created, nil
+}
+
+// hasDefaultPartition reports whether ps holds the default partition.
+func hasDefaultPartition(ps []Partition) bool {
+	for _, p := range ps {
+		if p.Default {
+			return true
+		}
+	}
+	return false
+}
+
+// createDefaultPartition creates outbox_messages_default with the storage
+// settings with (a WITH clause, or "").
+func (s *Store) createDefaultPartition(ctx context.Context, tx pgx.Tx, with string) error {
+	if _, err := tx.Exec(ctx, strings.ReplaceAll(s.render(partitionSQL("create_default.sql")), "{{with}}", with)); err != nil {
+		return fmt.Errorf("create the default partition: %w", err)
+	}
+	return nil
+}
+
+// wantedPartitions returns, oldest first, the starts of the partitions
+// that should exist at now: the current one, ahead after it, and one for
+// every interval of the rows that went to the default partition while no
+// partition covered them.
+func (s *Store) wantedPartitions(ctx context.Context, tx pgx.Tx, now time.Time, interval time.Duration, ahead int) ([]time.Time, error) {
 	start := partitionStart(now, interval)
 	wanted := map[time.Time]bool{}
 	for i := 0; i <= ahead; i++ {
@@ -268,26 +305,24 @@ func (s *Store) ensurePartitions(ctx context.Context, tx pgx.Tx, now time.Time, 
 		starts = append(starts, t)
 	}
 	slices.SortFunc(starts, time.Time.Compare)
-	for _, from := range starts {
-		to := from.Add(interval)
-		if covered(existing, from, to) {
-			continue
-		}
-		name := partitionName(from, interval)
-		sql := strings.NewReplacer(
-			"{{partition}}", pgx.Identifier{name}.Sanitize(),
-			"{{id_index}}", pgx.Identifier{name + "_id_key"}.Sanitize(),
-			"{{from}}", timestampLiteral(from),
-			"{{to}}", timestampLiteral(to),
-			"{{with}}", with,
-		).Replace(s.render(partitionSQL("create.sql")))
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return nil, fmt.Errorf("create partition %s: %w", name, err)
-		}
-		created = append(created, name)
-		existing = append(existing, Partition{Name: name, From: from, To: to})
+	return starts, nil
+}
+
+// createPartition creates the partition name for [from, to) with the
+// storage settings with (partitioning/create.sql), which moves
+// the rows of that range out of the default partition.
+func (s *Store) createPartition(ctx context.Context, tx pgx.Tx, name string, from, to time.Time, with string) error {
+	sql := strings.NewReplacer(
+		"{{partition}}", pgx.Identifier{name}.Sanitize(),
+		"{{id_index}}", pgx.Identifier{name + "_id_key"}.Sanitize(),
+		"{{from}}", timestampLiteral(from),
+		"{{to}}", timestampLiteral(to),
+		"{{with}}", with,
+	).Replace(s.render(partitionSQL("create.sql")))
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("create partition %s: %w", name, err)
 	}
-	return created, nil
+	return nil
 }
 
 // covered reports whether [from, to) overlaps a range partition in ps.

@@ -107,7 +107,7 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	}
 	var scan *claimScan
 	if claiming {
-		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records, false)
+		scan = s.queueClaim(ctx, b, p, c.Token, &c.Records)
 		defer scan.done()
 	}
 	// Now and then, whether cursor mode was turned on (EnableCursor): the
@@ -137,27 +137,35 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 	return marked, c, nil
 }
 
-// queueClaim queues the claim floor query and the claim (claim mode's, or
-// the table path's in cursor mode) with token, and returns the floor scan
-// to end once the batch committed. The claimed records land in recs, in seq
-// order.
-//
-// With noFloor (the table path of cursor mode) the claim scans from seq 0
-// and leaves the floor alone: there the scanned index holds only the table
-// path's few messages, and its claims, once a second, would always run
-// beside the probe below the floor.
-func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record, noFloor bool) *claimScan {
-	sc := &claimScan{full: true, interval: -1}
-	if !noFloor {
-		if s.floor.needsSeed(s.fullClaimInterval()) {
-			s.seedFloor(ctx)
-		}
-		*sc = s.floor.begin(s.fullClaimInterval())
-		if sc.probe {
-			sc.claimDone = make(chan struct{})
-			go s.probeBelowFloor(*sc)
-		}
+// queueClaim queues claim mode's claim with token, from the claim floor,
+// and the claim floor query, and returns the floor scan to end once the
+// batch committed. The claimed records land in recs, in seq order.
+func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record) *claimScan {
+	if s.floor.needsSeed(s.fullClaimInterval()) {
+		s.seedFloor(ctx)
 	}
+	sc := s.floor.begin(s.fullClaimInterval())
+	if sc.probe {
+		sc.claimDone = make(chan struct{})
+		go s.probeBelowFloor(sc)
+	}
+	s.queueClaimScan(b, p, token, recs, &sc)
+	return &sc
+}
+
+// queueTableClaim queues the claim of cursor mode's table path with token,
+// like queueClaim but from seq 0 and leaving the floor alone: there the
+// scanned index holds only the table path's few messages, and its claims,
+// once a second, would always run beside the probe below the floor.
+func (s *Store) queueTableClaim(b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record) *claimScan {
+	sc := &claimScan{full: true, interval: -1}
+	s.queueClaimScan(b, p, token, recs, sc)
+	return sc
+}
+
+// queueClaimScan queues the claim floor query and the claim over the due
+// messages from sc.from, which fill in sc and recs.
+func (s *Store) queueClaimScan(b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record, sc *claimScan) {
 	b.Queue(s.q.claimFloor, sc.from, noEnd).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
 	start := s.rotation.get()
 	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from,
@@ -183,7 +191,6 @@ func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimPara
 		sc.claimed, sc.counted = len(got), true
 		return nil
 	})
-	return sc
 }
 
 // claimSpan is how many seqs past the first due message the claim's scan
