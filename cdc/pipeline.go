@@ -325,113 +325,152 @@ type pendingRecord struct {
 // when they are published already, with up to maxRecords records running,
 // and confirms their positions in stream order.
 func (p *pipeline) finish() error {
-	var outstanding []*pendingRecord
-	front := func() <-chan struct{} {
-		if len(outstanding) == 0 {
-			return nil // blocks forever in a select
-		}
-		return outstanding[0].done
-	}
-	// drain waits for every outstanding record and completes them in
-	// order, up to the first that failed.
-	drain := func() error {
-		var first error
-		for _, pr := range outstanding {
-			<-pr.done
-			if first == nil {
-				first = p.complete(pr)
-			}
-		}
-		outstanding = nil
-		return first
-	}
-	stop := func(err error) error {
-		if derr := drain(); derr != nil {
-			err = derr
-		}
-		p.cancel()
-		return err
-	}
-	var head *batchRun
-	open := true
+	f := &finisher{p: p, open: true}
 	for {
-		for len(outstanding) > 0 && isClosed(outstanding[0].done) {
-			if err := p.complete(outstanding[0]); err != nil {
-				return stop(err)
-			}
-			outstanding = outstanding[1:]
+		if err := f.completeReturned(); err != nil {
+			return f.stop(err)
 		}
-		if head == nil {
-			if !open {
-				if len(outstanding) == 0 {
-					return nil
-				}
-				<-front()
-				continue
+		if f.head == nil {
+			if !f.open && len(f.outstanding) == 0 {
+				return nil
 			}
-			select {
-			case b, ok := <-p.queue:
-				if !ok {
-					open = false
-					continue
-				}
-				head = b
-			case <-front():
+			if !f.takeHead() {
 				continue
 			}
 		}
 		select {
-		case <-head.done:
-		case <-front():
+		case <-f.head.done:
+		case <-f.front():
 			continue
 		}
-		if head.err != nil {
-			return stop(head.err)
+		if f.head.err != nil {
+			return f.stop(f.head.err)
 		}
-		if len(outstanding) >= maxRecords {
-			<-front()
+		if len(f.outstanding) >= maxRecords {
+			<-f.front()
 			continue
 		}
-		group := []*batchRun{head}
-		head = nil
-		var stopErr error
-	gather:
-		for open {
-			select {
-			case next, ok := <-p.queue:
-				if !ok {
-					open = false
-					break gather
-				}
-				select {
-				case <-next.done:
-					if next.err != nil {
-						stopErr = next.err
-						break gather
-					}
-					group = append(group, next)
-				default:
-					head = next
-					break gather
-				}
-			default:
-				break gather
-			}
-		}
+		group, stopErr := f.gather()
 		if handsOver(group) {
 			// A record that defers aggregates to the table path must not
 			// commit before the records of earlier batches: the table path
 			// would take over an aggregate whose earlier failure is not yet
 			// recorded (and send it without counting that attempt).
-			if err := drain(); err != nil {
-				return stop(err)
+			if err := f.drain(); err != nil {
+				return f.stop(err)
 			}
 		}
-		outstanding = append(outstanding, p.startRecord(group))
+		f.outstanding = append(f.outstanding, p.startRecord(group))
 		if stopErr != nil {
-			return stop(stopErr)
+			return f.stop(stopErr)
 		}
 	}
+}
+
+// finisher is the state of finish: the records running, oldest first, and
+// the next batch to record once it is published.
+type finisher struct {
+	p           *pipeline
+	outstanding []*pendingRecord
+	head        *batchRun // the oldest dispatched batch not recording yet
+	open        bool      // p.queue is not closed
+}
+
+// front is closed when the oldest running record returned; with none
+// running it is nil, which blocks forever in a select.
+func (f *finisher) front() <-chan struct{} {
+	if len(f.outstanding) == 0 {
+		return nil
+	}
+	return f.outstanding[0].done
+}
+
+// completeReturned completes the oldest records, in order, as long as
+// they have returned. On an error the failed record stays outstanding.
+func (f *finisher) completeReturned() error {
+	for len(f.outstanding) > 0 && isClosed(f.outstanding[0].done) {
+		if err := f.p.complete(f.outstanding[0]); err != nil {
+			return err
+		}
+		f.outstanding = f.outstanding[1:]
+	}
+	return nil
+}
+
+// drain waits for every outstanding record and completes them in order, up
+// to the first that failed, whose error it returns.
+func (f *finisher) drain() error {
+	var first error
+	for _, pr := range f.outstanding {
+		<-pr.done
+		if first == nil {
+			first = f.p.complete(pr)
+		}
+	}
+	f.outstanding = nil
+	return first
+}
+
+// stop ends finish on err (or on the error of an outstanding record, which
+// it waits for): it stops the pipeline and returns the error.
+func (f *finisher) stop(err error) error {
+	if derr := f.drain(); derr != nil {
+		err = derr
+	}
+	f.p.cancel()
+	return err
+}
+
+// takeHead waits for the next dispatched batch, or for the oldest running
+// record to return (after the queue closed, only for that); it reports
+// whether a batch became the head.
+func (f *finisher) takeHead() bool {
+	if !f.open {
+		<-f.front()
+		return false
+	}
+	select {
+	case b, ok := <-f.p.queue:
+		if !ok {
+			f.open = false
+			return false
+		}
+		f.head = b
+		return true
+	case <-f.front():
+		return false
+	}
+}
+
+// gather takes the published head and the dispatched batches after it
+// that are published already, up to the first that is not, which becomes
+// the head. It returns them as one group, and the error of a batch whose
+// publishing failed, which ends the group (it is not in it).
+func (f *finisher) gather() ([]*batchRun, error) {
+	group := []*batchRun{f.head}
+	f.head = nil
+	for f.open {
+		select {
+		case next, ok := <-f.p.queue:
+			if !ok {
+				f.open = false
+				return group, nil
+			}
+			select {
+			case <-next.done:
+				if next.err != nil {
+					return group, next.err
+				}
+				group = append(group, next)
+			default:
+				f.head = next
+				return group, nil
+			}
+		default:
+			return group, nil
+		}
+	}
+	return group, nil
 }
 
 // handsOver reports whether a group's record defers aggregates to the
