@@ -101,75 +101,11 @@ type Broker struct {
 // fault.
 func Start(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("broker: config: %s: %s", field, fmt.Sprintf(format, args...))
-	}
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := cfg.validate()
 	if err != nil {
-		return nil, bad("Listen", "%v", err)
+		return nil, err
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, bad("Listen", "port %q is not a number from 0 to 65535", portStr)
-	}
-	switch {
-	case cfg.Brokers < 1:
-		return nil, bad("Brokers", "must be 1 or more")
-	case port != 0 && port+cfg.Brokers-1 > 65535:
-		return nil, bad("Brokers", "%d brokers from port %d run past port 65535", cfg.Brokers, port)
-	case cfg.Partitions < 1:
-		return nil, bad("Partitions", "must be 1 or more")
-	case cfg.MaxMessageBytes < 1:
-		return nil, bad("MaxMessageBytes", "must be 1 or more")
-	}
-	for i, t := range cfg.SeedTopics {
-		if t == "" {
-			return nil, bad(fmt.Sprintf("SeedTopics[%d]", i), "must not be empty")
-		}
-	}
-	advertised := cfg.AdvertisedHost
-	if advertised == "" {
-		advertised = host
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			advertised = "127.0.0.1"
-		}
-	}
-
-	ports := make([]int, cfg.Brokers)
-	if port != 0 {
-		for i := range ports {
-			ports[i] = port + i
-		}
-	}
-	opts := []kfake.Opt{
-		kfake.Ports(ports...),
-		// kfake listens on 127.0.0.1 and advertises the listener's address;
-		// listen on the configured host and advertise the chosen one.
-		kfake.ListenFn(func(network, address string) (net.Listener, error) {
-			_, p, err := net.SplitHostPort(address)
-			if err != nil {
-				return nil, err
-			}
-			ln, err := net.Listen(network, net.JoinHostPort(host, p))
-			if err != nil {
-				return nil, err
-			}
-			_, actual, err := net.SplitHostPort(ln.Addr().String())
-			if err != nil {
-				ln.Close()
-				return nil, err
-			}
-			return advertisedListener{ln, advertisedAddr(net.JoinHostPort(advertised, actual))}, nil
-		}),
-		kfake.AllowAutoTopicCreation(),
-		kfake.DefaultNumPartitions(cfg.Partitions),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(cfg.MaxMessageBytes)}),
-		kfake.WithLogger(slogLogger{cfg.Logger}),
-	}
-	if cfg.DataDir != "" {
-		opts = append(opts, kfake.DataDir(cfg.DataDir))
-	}
-	cluster, err := kfake.NewCluster(opts...)
+	cluster, err := kfake.NewCluster(cfg.clusterOpts(host, port)...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: start on %s: %w", cfg.Listen, err)
 	}
@@ -186,6 +122,98 @@ func Start(cfg Config) (*Broker, error) {
 		}
 	}
 	return b, nil
+}
+
+// badConfig is the error for a Config field that breaks a rule.
+func badConfig(field, format string, args ...any) error {
+	return fmt.Errorf("broker: config: %s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// validate checks c, with its defaults, and returns the host and port of
+// Listen. An error names the field at fault.
+func (c Config) validate() (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "", 0, badConfig("Listen", "%v", err)
+	}
+	port, err = strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, badConfig("Listen", "port %q is not a number from 0 to 65535", portStr)
+	}
+	switch {
+	case c.Brokers < 1:
+		return "", 0, badConfig("Brokers", "must be 1 or more")
+	case port != 0 && port+c.Brokers-1 > 65535:
+		return "", 0, badConfig("Brokers", "%d brokers from port %d run past port 65535", c.Brokers, port)
+	case c.Partitions < 1:
+		return "", 0, badConfig("Partitions", "must be 1 or more")
+	case c.MaxMessageBytes < 1:
+		return "", 0, badConfig("MaxMessageBytes", "must be 1 or more")
+	}
+	for i, t := range c.SeedTopics {
+		if t == "" {
+			return "", 0, badConfig(fmt.Sprintf("SeedTopics[%d]", i), "must not be empty")
+		}
+	}
+	return host, port, nil
+}
+
+// advertisedHost is the host the brokers give clients: AdvertisedHost, or
+// else the host of Listen, or 127.0.0.1 when that is empty or unspecified.
+func (c Config) advertisedHost(host string) string {
+	if c.AdvertisedHost != "" {
+		return c.AdvertisedHost
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// clusterOpts are the kfake options of c's cluster, whose first broker
+// listens on host:port (port 0: each broker on any free port).
+func (c Config) clusterOpts(host string, port int) []kfake.Opt {
+	ports := make([]int, c.Brokers)
+	if port != 0 {
+		for i := range ports {
+			ports[i] = port + i
+		}
+	}
+	opts := []kfake.Opt{
+		kfake.Ports(ports...),
+		kfake.ListenFn(listenAdvertising(host, c.advertisedHost(host))),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(c.Partitions),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(c.MaxMessageBytes)}),
+		kfake.WithLogger(slogLogger{c.Logger}),
+	}
+	if c.DataDir != "" {
+		opts = append(opts, kfake.DataDir(c.DataDir))
+	}
+	return opts
+}
+
+// listenAdvertising is a kfake.ListenFn. kfake listens on 127.0.0.1 and
+// advertises the listener's address; this one listens on host, on the
+// port kfake asks for, and advertises the advertised host with the port it
+// got.
+func listenAdvertising(host, advertised string) func(network, address string) (net.Listener, error) {
+	return func(network, address string) (net.Listener, error) {
+		_, p, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen(network, net.JoinHostPort(host, p))
+		if err != nil {
+			return nil, err
+		}
+		_, actual, err := net.SplitHostPort(ln.Addr().String())
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return advertisedListener{ln, advertisedAddr(net.JoinHostPort(advertised, actual))}, nil
+	}
 }
 
 // createOnFirstUse makes every metadata request that names topics ask for

@@ -11,42 +11,15 @@ import (
 	"github.com/outbox-dev/outbox"
 )
 
-// The stream is processed as a pipeline, so that reading, checking,
-// publishing and recording overlap:
+// node is one message's place in its aggregate's chain.
 //
-//   - The reader (stream.go) decodes the messages and hands them on in
-//     stream order, each once it fits in the session's byte budget
-//     (Config.MaxInFlightBytes, see budget), which it holds until its batch
-//     was recorded.
-//   - The dispatcher (process, one goroutine) reads the events in stream
-//     order, cuts them into batches within Config.MaxInFlight, checks each
-//     batch (one statement, batches one after the other) and starts its
-//     publishing.
-//   - Each batch publishes on its own goroutine, in waves; a message waits
-//     for the outcome of the previous message of its aggregate, wherever
-//     that one is (the chain below), so order per aggregate holds across
-//     batches.
-//   - The finisher takes the batches in stream order, waits until a batch
-//     is published, and records the outcome of it and of the following
-//     batches that are published already in one statement, on a goroutine
-//     (up to maxRecords at once). As the records complete, in stream order,
-//     it confirms their end position and frees their share of the bounds
-//     and of the budget.
-//
-// So the confirmed position only moves over batches whose every message
-// was acknowledged (or recorded as failed or deferred) and whose
-// bookkeeping committed, and always in stream order: a crash re-sends what
-// came after it, never loses.
-//
-// The chain: tails maps each aggregate to the node of its latest message
-// in flight. A message whose predecessor was not acknowledged (it failed,
-// or was itself deferred) is deferred to the table path, and so are the
-// rest of its aggregate's messages behind it. A node leaves the map when
+// The chain: pipeline.tails maps each aggregate to the node of its latest
+// message in flight. A message whose predecessor was not acknowledged (it
+// failed, or was itself deferred) is deferred to the table path, and so
+// are the rest of its aggregate's messages behind it. A node leaves the map when
 // its batch was recorded, and, if its message was not acknowledged, only
 // once every check that may have read the table before that record
 // committed has been linked: a later check sees the deferral itself.
-
-// node is one message's place in its aggregate's chain.
 type node struct {
 	agg  aggregate
 	done chan struct{} // closed when the outcome is known
@@ -99,7 +72,32 @@ type batchRun struct {
 	err   error         // set before done is closed
 }
 
-// pipeline is one session's processing of the stream.
+// pipeline is one session's processing of the stream, in stages that
+// overlap: reading, checking, publishing and recording.
+//
+//   - The reader (stream.go) decodes the messages and hands them on in
+//     stream order, each once it fits in the session's byte budget
+//     (Config.MaxInFlightBytes, see budget), which it holds until its batch
+//     was recorded.
+//   - The dispatcher (process, one goroutine) reads the events in stream
+//     order, cuts them into batches within Config.MaxInFlight, checks each
+//     batch (one statement, batches one after the other) and starts its
+//     publishing.
+//   - Each batch publishes on its own goroutine, in waves; a message waits
+//     for the outcome of the previous message of its aggregate, wherever
+//     that one is (its chain, see node), so order per aggregate holds
+//     across batches.
+//   - The finisher takes the batches in stream order, waits until a batch
+//     is published, and records the outcome of it and of the following
+//     batches that are published already in one statement, on a goroutine
+//     (up to maxRecords at once). As the records complete, in stream order,
+//     it confirms their end position and frees their share of the bounds
+//     and of the budget.
+//
+// So the confirmed position only moves over batches whose every message
+// was acknowledged (or recorded as failed or deferred) and whose
+// bookkeeping committed, and always in stream order: a crash re-sends what
+// came after it, never loses.
 type pipeline struct {
 	r         *Relay
 	events    <-chan event
@@ -328,113 +326,152 @@ type pendingRecord struct {
 // when they are published already, with up to maxRecords records running,
 // and confirms their positions in stream order.
 func (p *pipeline) finish() error {
-	var outstanding []*pendingRecord
-	front := func() <-chan struct{} {
-		if len(outstanding) == 0 {
-			return nil // blocks forever in a select
-		}
-		return outstanding[0].done
-	}
-	// drain waits for every outstanding record and completes them in
-	// order, up to the first that failed.
-	drain := func() error {
-		var first error
-		for _, pr := range outstanding {
-			<-pr.done
-			if first == nil {
-				first = p.complete(pr)
-			}
-		}
-		outstanding = nil
-		return first
-	}
-	stop := func(err error) error {
-		if derr := drain(); derr != nil {
-			err = derr
-		}
-		p.cancel()
-		return err
-	}
-	var head *batchRun
-	open := true
+	f := &finisher{p: p, open: true}
 	for {
-		for len(outstanding) > 0 && isClosed(outstanding[0].done) {
-			if err := p.complete(outstanding[0]); err != nil {
-				return stop(err)
-			}
-			outstanding = outstanding[1:]
+		if err := f.completeReturned(); err != nil {
+			return f.stop(err)
 		}
-		if head == nil {
-			if !open {
-				if len(outstanding) == 0 {
-					return nil
-				}
-				<-front()
-				continue
+		if f.head == nil {
+			if !f.open && len(f.outstanding) == 0 {
+				return nil
 			}
-			select {
-			case b, ok := <-p.queue:
-				if !ok {
-					open = false
-					continue
-				}
-				head = b
-			case <-front():
+			if !f.takeHead() {
 				continue
 			}
 		}
 		select {
-		case <-head.done:
-		case <-front():
+		case <-f.head.done:
+		case <-f.front():
 			continue
 		}
-		if head.err != nil {
-			return stop(head.err)
+		if f.head.err != nil {
+			return f.stop(f.head.err)
 		}
-		if len(outstanding) >= maxRecords {
-			<-front()
+		if len(f.outstanding) >= maxRecords {
+			<-f.front()
 			continue
 		}
-		group := []*batchRun{head}
-		head = nil
-		var stopErr error
-	gather:
-		for open {
-			select {
-			case next, ok := <-p.queue:
-				if !ok {
-					open = false
-					break gather
-				}
-				select {
-				case <-next.done:
-					if next.err != nil {
-						stopErr = next.err
-						break gather
-					}
-					group = append(group, next)
-				default:
-					head = next
-					break gather
-				}
-			default:
-				break gather
-			}
-		}
+		group, stopErr := f.gather()
 		if handsOver(group) {
 			// A record that defers aggregates to the table path must not
 			// commit before the records of earlier batches: the table path
 			// would take over an aggregate whose earlier failure is not yet
 			// recorded (and send it without counting that attempt).
-			if err := drain(); err != nil {
-				return stop(err)
+			if err := f.drain(); err != nil {
+				return f.stop(err)
 			}
 		}
-		outstanding = append(outstanding, p.startRecord(group))
+		f.outstanding = append(f.outstanding, p.startRecord(group))
 		if stopErr != nil {
-			return stop(stopErr)
+			return f.stop(stopErr)
 		}
 	}
+}
+
+// finisher is the state of finish: the records running, oldest first, and
+// the next batch to record once it is published.
+type finisher struct {
+	p           *pipeline
+	outstanding []*pendingRecord
+	head        *batchRun // the oldest dispatched batch not recording yet
+	open        bool      // p.queue is not closed
+}
+
+// front is closed when the oldest running record returned; with none
+// running it is nil, which blocks forever in a select.
+func (f *finisher) front() <-chan struct{} {
+	if len(f.outstanding) == 0 {
+		return nil
+	}
+	return f.outstanding[0].done
+}
+
+// completeReturned completes the oldest records, in order, as long as
+// they have returned. On an error the failed record stays outstanding.
+func (f *finisher) completeReturned() error {
+	for len(f.outstanding) > 0 && isClosed(f.outstanding[0].done) {
+		if err := f.p.complete(f.outstanding[0]); err != nil {
+			return err
+		}
+		f.outstanding = f.outstanding[1:]
+	}
+	return nil
+}
+
+// drain waits for every outstanding record and completes them in order, up
+// to the first that failed, whose error it returns.
+func (f *finisher) drain() error {
+	var first error
+	for _, pr := range f.outstanding {
+		<-pr.done
+		if first == nil {
+			first = f.p.complete(pr)
+		}
+	}
+	f.outstanding = nil
+	return first
+}
+
+// stop ends finish on err (or on the error of an outstanding record, which
+// it waits for): it stops the pipeline and returns the error.
+func (f *finisher) stop(err error) error {
+	if derr := f.drain(); derr != nil {
+		err = derr
+	}
+	f.p.cancel()
+	return err
+}
+
+// takeHead waits for the next dispatched batch, or for the oldest running
+// record to return (after the queue closed, only for that); it reports
+// whether a batch became the head.
+func (f *finisher) takeHead() bool {
+	if !f.open {
+		<-f.front()
+		return false
+	}
+	select {
+	case b, ok := <-f.p.queue:
+		if !ok {
+			f.open = false
+			return false
+		}
+		f.head = b
+		return true
+	case <-f.front():
+		return false
+	}
+}
+
+// gather takes the published head and the dispatched batches after it
+// that are published already, up to the first that is not, which becomes
+// the head. It returns them as one group, and the error of a batch whose
+// publishing failed, which ends the group (it is not in it).
+func (f *finisher) gather() ([]*batchRun, error) {
+	group := []*batchRun{f.head}
+	f.head = nil
+	for f.open {
+		select {
+		case next, ok := <-f.p.queue:
+			if !ok {
+				f.open = false
+				return group, nil
+			}
+			select {
+			case <-next.done:
+				if next.err != nil {
+					return group, next.err
+				}
+				group = append(group, next)
+			default:
+				f.head = next
+				return group, nil
+			}
+		default:
+			return group, nil
+		}
+	}
+	return group, nil
 }
 
 // handsOver reports whether a group's record defers aggregates to the

@@ -35,56 +35,103 @@ func (r *Relay) setup(ctx context.Context) (pglogrepl.LSN, error) {
 	if err != nil {
 		return 0, err
 	}
-	var registered bool
-	var regLSN string
-	var regAt time.Time
-	err = r.cfg.Pool.QueryRow(ctx, r.q.registryGet, r.cfg.Slot).Scan(&regLSN, &regAt)
+	reg, err := r.registration(ctx)
+	if err != nil {
+		return 0, err
+	}
+	lost := slot.walStatus == "lost" || (reg.exists && !slot.exists)
+	switch {
+	case lost && !r.recreate.Load():
+		return 0, r.slotLost(slot, reg)
+	case lost:
+		r.recreate.Store(false)
+		return r.recreateSlot(ctx, slot)
+	case !slot.exists:
+		r.recreate.Store(false)
+		return r.createFirstSlot(ctx)
+	}
+	r.recreate.Store(false)
+	lsn, err := r.slotPosition(slot)
+	if err != nil {
+		return 0, err
+	}
+	if !reg.exists {
+		if err := r.adoptSlot(ctx, lsn); err != nil {
+			return 0, err
+		}
+	}
+	return lsn, nil
+}
+
+// slotRegistration is the relay's record of its slot (outbox_cdc_slots).
+type slotRegistration struct {
+	exists bool
+	lsn    string    // the position the slot was created at
+	at     time.Time // when it was recorded
+}
+
+// registration reads the relay's record of its slot.
+func (r *Relay) registration(ctx context.Context) (slotRegistration, error) {
+	var reg slotRegistration
+	err := r.cfg.Pool.QueryRow(ctx, r.q.registryGet, r.cfg.Slot).Scan(&reg.lsn, &reg.at)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return 0, fmt.Errorf("cdc: read the slot registry: %w", err)
+		return reg, fmt.Errorf("cdc: read the slot registry: %w", err)
 	default:
-		registered = true
+		reg.exists = true
 	}
+	return reg, nil
+}
 
-	lost := slot.walStatus == "lost" || (registered && !slot.exists)
-	switch {
-	case lost && !r.recreate.Load():
-		how := "is gone"
-		if slot.exists {
-			how = "was invalidated by PostgreSQL (wal_status lost, see max_slot_wal_keep_size)"
-		}
-		return 0, fatal(fmt.Errorf("%w: slot %q, created at %s at %s, %s: the WAL since its last confirmed "+
-			"position cannot be read. Events in that WAL are still in the outbox table unless they were deleted. "+
-			"To recover: restart this relay with --recreate-slot (Config.RecreateSlot): it creates a new slot and "+
-			"first publishes every unsent message of the table, in order per aggregate, through the table path; "+
-			"or switch to the polling relay (outbox relay --mode polling). See docs/cdc.md, \"Slot loss\"",
-			ErrSlotLost, r.cfg.Slot, regLSN, regAt.Format(time.RFC3339), how))
-	case lost:
-		r.recreate.Store(false)
-		if slot.exists {
-			if _, err := r.cfg.Pool.Exec(ctx, r.q.slotDrop, r.cfg.Slot); err != nil {
-				return 0, fmt.Errorf("cdc: drop the invalidated slot %s: %w", r.cfg.Slot, err)
-			}
-		}
-		lsn, err := r.createSlot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		r.log.Error("replication slot was lost and has been recreated (--recreate-slot): unsent messages go through the table path",
-			slog.String("consistent_lsn", lsn.String()))
-		return lsn, nil
-	case !slot.exists:
-		r.recreate.Store(false)
-		lsn, err := r.createSlot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		r.log.Info("created the replication slot; messages unsent until now go through the table path",
-			slog.String("consistent_lsn", lsn.String()))
-		return lsn, nil
+// slotLost is the fatal error, wrapping [ErrSlotLost], for a slot that was
+// recorded and is gone or invalidated, with the way to recover.
+func (r *Relay) slotLost(slot slotState, reg slotRegistration) error {
+	how := "is gone"
+	if slot.exists {
+		how = "was invalidated by PostgreSQL (wal_status lost, see max_slot_wal_keep_size)"
 	}
-	r.recreate.Store(false)
+	return fatal(fmt.Errorf("%w: slot %q, created at %s at %s, %s: the WAL since its last confirmed "+
+		"position cannot be read. Events in that WAL are still in the outbox table unless they were deleted. "+
+		"To recover: restart this relay with --recreate-slot (Config.RecreateSlot): it creates a new slot and "+
+		"first publishes every unsent message of the table, in order per aggregate, through the table path; "+
+		"or switch to the polling relay (outbox relay --mode polling). See docs/cdc.md, \"Slot loss\"",
+		ErrSlotLost, r.cfg.Slot, reg.lsn, reg.at.Format(time.RFC3339), how))
+}
+
+// createFirstSlot creates the slot, which did not exist and was not
+// recorded: the messages unsent until now go through the table path.
+func (r *Relay) createFirstSlot(ctx context.Context) (pglogrepl.LSN, error) {
+	lsn, err := r.createSlot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r.log.Info("created the replication slot; messages unsent until now go through the table path",
+		slog.String("consistent_lsn", lsn.String()))
+	return lsn, nil
+}
+
+// recreateSlot drops the lost slot, if it is still there, and creates it
+// again (Config.RecreateSlot): the unsent messages go through the table
+// path.
+func (r *Relay) recreateSlot(ctx context.Context, slot slotState) (pglogrepl.LSN, error) {
+	if slot.exists {
+		if _, err := r.cfg.Pool.Exec(ctx, r.q.slotDrop, r.cfg.Slot); err != nil {
+			return 0, fmt.Errorf("cdc: drop the invalidated slot %s: %w", r.cfg.Slot, err)
+		}
+	}
+	lsn, err := r.createSlot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r.log.Error("replication slot was lost and has been recreated (--recreate-slot): unsent messages go through the table path",
+		slog.String("consistent_lsn", lsn.String()))
+	return lsn, nil
+}
+
+// slotPosition checks that an existing slot is one the relay can stream
+// from (pgoutput, on this database) and returns its confirmed position.
+func (r *Relay) slotPosition(slot slotState) (pglogrepl.LSN, error) {
 	if slot.plugin != "pgoutput" {
 		return 0, fatal(fmt.Errorf("%w: slot %q exists with plugin %q, not pgoutput; choose another --slot",
 			ErrNotReady, r.cfg.Slot, slot.plugin))
@@ -97,16 +144,18 @@ func (r *Relay) setup(ctx context.Context) (pglogrepl.LSN, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cdc: slot %s confirmed position %q: %w", r.cfg.Slot, slot.confirmed, err)
 	}
-	if !registered {
-		// A slot made by someone else, or by a relay that died before it
-		// recorded it: adopt it, and send what is unsent through the table
-		// path, since the slot may not hold it.
-		if err := r.register(ctx, lsn); err != nil {
-			return 0, err
-		}
-		r.log.Warn("adopted an existing replication slot; messages unsent until now go through the table path")
-	}
 	return lsn, nil
+}
+
+// adoptSlot registers an existing slot that is not registered: one made by
+// someone else, or by a relay that died before it recorded it. What is
+// unsent goes through the table path, since the slot may not hold it.
+func (r *Relay) adoptSlot(ctx context.Context, lsn pglogrepl.LSN) error {
+	if err := r.register(ctx, lsn); err != nil {
+		return err
+	}
+	r.log.Warn("adopted an existing replication slot; messages unsent until now go through the table path")
+	return nil
 }
 
 // setupLockKey is the advisory lock key that serialises the setup of one

@@ -55,88 +55,134 @@ type Security struct {
 // and kgo.SASL when a mechanism is set. An error names the Security field at
 // fault.
 func (s Security) Opts() ([]kgo.Opt, error) {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("kafka: config: Security.%s: %s", field, fmt.Sprintf(format, args...))
-	}
 	var opts []kgo.Opt
 	if !s.TLS {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"CAFile", s.CAFile != ""},
-			{"CertFile", s.CertFile != ""},
-			{"KeyFile", s.KeyFile != ""},
-			{"InsecureSkipVerify", s.InsecureSkipVerify},
-			{"ServerName", s.ServerName != ""},
-		} {
-			if f.set {
-				return nil, bad(f.name, "is set but Security.TLS is false")
-			}
+		if err := s.checkNoTLSFields(); err != nil {
+			return nil, err
 		}
 	} else {
-		tc := &tls.Config{
-			MinVersion:         tls.VersionTLS12,
-			ServerName:         s.ServerName,
-			InsecureSkipVerify: s.InsecureSkipVerify, //nolint:gosec // opt-in, documented as development only
-		}
-		if s.CAFile != "" {
-			pem, err := os.ReadFile(s.CAFile)
-			if err != nil {
-				return nil, bad("CAFile", "%v", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, bad("CAFile", "%s holds no PEM certificate", s.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		switch {
-		case s.CertFile != "" && s.KeyFile == "":
-			return nil, bad("KeyFile", "is required with Security.CertFile")
-		case s.CertFile == "" && s.KeyFile != "":
-			return nil, bad("CertFile", "is required with Security.KeyFile")
-		case s.CertFile != "":
-			if _, err := os.Stat(s.CertFile); err != nil {
-				return nil, bad("CertFile", "%v", err)
-			}
-			if _, err := os.Stat(s.KeyFile); err != nil {
-				return nil, bad("KeyFile", "%v", err)
-			}
-			cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
-			if err != nil {
-				return nil, bad("CertFile", "loading the key pair %s, %s: %v", s.CertFile, s.KeyFile, err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+		tc, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
+	sasl, err := s.saslOpt()
+	if err != nil {
+		return nil, err
+	}
+	if sasl != nil {
+		opts = append(opts, sasl)
+	}
+	return opts, nil
+}
 
+// badSecurity is the error for a Security field that breaks a rule.
+func badSecurity(field, format string, args ...any) error {
+	return fmt.Errorf("kafka: config: Security.%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// checkNoTLSFields returns an error naming the first TLS setting that is
+// set while TLS is off.
+func (s Security) checkNoTLSFields() error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"CAFile", s.CAFile != ""},
+		{"CertFile", s.CertFile != ""},
+		{"KeyFile", s.KeyFile != ""},
+		{"InsecureSkipVerify", s.InsecureSkipVerify},
+		{"ServerName", s.ServerName != ""},
+	} {
+		if f.set {
+			return badSecurity(f.name, "is set but Security.TLS is false")
+		}
+	}
+	return nil
+}
+
+// tlsConfig is the TLS configuration of the connections to the brokers:
+// at least TLS 1.2, with the CA file's roots and the client certificate
+// when set.
+func (s Security) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         s.ServerName,
+		InsecureSkipVerify: s.InsecureSkipVerify, //nolint:gosec // opt-in, documented as development only
+	}
+	if s.CAFile != "" {
+		pem, err := os.ReadFile(s.CAFile)
+		if err != nil {
+			return nil, badSecurity("CAFile", "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, badSecurity("CAFile", "%s holds no PEM certificate", s.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	cert, err := s.clientCert()
+	if err != nil {
+		return nil, err
+	}
+	if cert != nil {
+		tc.Certificates = []tls.Certificate{*cert}
+	}
+	return tc, nil
+}
+
+// clientCert loads the client certificate for mutual TLS: nil when
+// neither CertFile nor KeyFile is set, an error when only one is.
+func (s Security) clientCert() (*tls.Certificate, error) {
+	switch {
+	case s.CertFile != "" && s.KeyFile == "":
+		return nil, badSecurity("KeyFile", "is required with Security.CertFile")
+	case s.CertFile == "" && s.KeyFile != "":
+		return nil, badSecurity("CertFile", "is required with Security.KeyFile")
+	case s.CertFile == "":
+		return nil, nil
+	}
+	if _, err := os.Stat(s.CertFile); err != nil {
+		return nil, badSecurity("CertFile", "%v", err)
+	}
+	if _, err := os.Stat(s.KeyFile); err != nil {
+		return nil, badSecurity("KeyFile", "%v", err)
+	}
+	cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+	if err != nil {
+		return nil, badSecurity("CertFile", "loading the key pair %s, %s: %v", s.CertFile, s.KeyFile, err)
+	}
+	return &cert, nil
+}
+
+// saslOpt is the kgo.SASL option of the mechanism, nil when none is set.
+// The mechanism needs Username and Password, and they need a mechanism.
+func (s Security) saslOpt() (kgo.Opt, error) {
 	mech := strings.ToUpper(strings.TrimSpace(s.SASLMechanism))
 	if mech == "" {
 		if s.Username != "" || s.Password != "" {
-			return nil, bad("SASLMechanism", "is required when Security.Username or Security.Password is set")
+			return nil, badSecurity("SASLMechanism", "is required when Security.Username or Security.Password is set")
 		}
-		return opts, nil
+		return nil, nil
 	}
 	if mech != SASLPlain && mech != SASLScramSHA256 && mech != SASLScramSHA512 {
-		return nil, bad("SASLMechanism", "%q is not one of %s, %s, %s", s.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+		return nil, badSecurity("SASLMechanism", "%q is not one of %s, %s, %s", s.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
 	if s.Username == "" {
-		return nil, bad("Username", "is required with Security.SASLMechanism %s", mech)
+		return nil, badSecurity("Username", "is required with Security.SASLMechanism %s", mech)
 	}
 	if s.Password == "" {
-		return nil, bad("Password", "is required with Security.SASLMechanism %s", mech)
+		return nil, badSecurity("Password", "is required with Security.SASLMechanism %s", mech)
 	}
 	switch mech {
 	case SASLPlain:
-		opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
+		return kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()), nil
 	case SASLScramSHA256:
-		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
-	case SASLScramSHA512:
-		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
+		return kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()), nil
+	default:
+		return kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()), nil
 	}
-	return opts, nil
 }
 
 // redacted stands for a password that is set.

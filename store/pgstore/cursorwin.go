@@ -10,24 +10,6 @@ import (
 	"github.com/outbox-dev/outbox"
 )
 
-// This file is the in-memory half of cursor mode (cursor.go): what the
-// leading relay knows about the messages between the saved position and
-// the highest seq it has read. It does no I/O, so that its rules can be
-// tested on their own (cursorwin_test.go).
-//
-// The window covers (pos, head]. Every seq in it is in one of three
-// states:
-//
-//   - open: a record that was read and is not handled yet (buffered,
-//     leased to a claim, or being moved to the table path);
-//   - in a gap: not visible when a higher seq was read, so its transaction
-//     may still commit (or it rolled back, or the seq was never used);
-//   - handled: acknowledged, moved to the table path, or not a cursor
-//     message at all (a row the table path owns).
-//
-// pos only moves over handled seqs and finalized gaps, so no message that
-// may still commit is ever passed.
-
 // aggKey identifies an aggregate: the unit of ordering.
 type aggKey struct{ typ, id string }
 
@@ -55,8 +37,9 @@ type cursorGap struct {
 	lo, hi int64
 	// xmax is the bound of the read that found the gap, a transaction id
 	// given out after that read's snapshot was taken: every transaction
-	// that could hold one of its seqs has a lower xid (see cursor.go), so
-	// once a snapshot's xmin reaches xmax they have all ended.
+	// that could hold one of its seqs has a lower xid (see the package
+	// documentation, "Cursor mode"), so once a snapshot's xmin reaches
+	// xmax they have all ended.
 	xmax uint64
 	// at is when the read that found the gap returned.
 	at time.Time
@@ -91,13 +74,30 @@ type cursorRead struct {
 	sent, returned time.Time
 }
 
-// cursorWindow is the leader's view of the cursor. It is not safe for
-// concurrent use; cursorMode guards it.
+// cursorWindow is the leader's view of the cursor, the in-memory half of
+// cursor mode (see the package documentation, "Cursor mode"): what the
+// leading relay knows about the messages between the saved position and
+// the highest seq it has read. It does no I/O, so that its rules can be
+// tested on their own (cursorwin_internal_test.go). It is not safe for
+// concurrent use; cursorState guards it.
+//
+// The window covers (pos, head]. Every seq in it is in one of three
+// states:
+//
+//   - open: a record that was read and is not handled yet (buffered,
+//     leased to a claim, or being moved to the table path);
+//   - in a gap: not visible when a higher seq was read, so its transaction
+//     may still commit (or it rolled back, or the seq was never used);
+//   - handled: acknowledged, moved to the table path, or not a cursor
+//     message at all (a row the table path owns).
+//
+// pos only moves over handled seqs and finalized gaps, so no message that
+// may still commit is ever passed.
 type cursorWindow struct {
 	pos  int64 // every seq <= pos is handled
 	head int64 // the highest seq read
 	// grace is how long a gap stays open at least, whatever the snapshots
-	// say (see cursor.go).
+	// say (see the package documentation, "Cursor mode").
 	grace time.Duration
 	// handled counts the records handled and the gaps closed: a save is
 	// due when it changed, even if pos did not move (see unhandled).

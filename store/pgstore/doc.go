@@ -135,7 +135,8 @@
 //
 // # Claiming
 //
-// [Store.Claim] is one autocommit statement: a CTE selects due heads of
+// Claim mode is the default: every relay claims due messages from the
+// table and marks each one. [Store.Claim] is one autocommit statement: a CTE selects due heads of
 // aggregates with FOR UPDATE SKIP LOCKED, and an UPDATE leases them under a
 // new random token. MarkSent, MarkFailed and Release change a row only while
 // it is IN_FLIGHT under that token, so a relay whose lease expired and was
@@ -155,4 +156,83 @@
 // aggregate at the same time should be serialised by the application, as
 // they normally are by a lock on the aggregate's own row (an UPDATE of the
 // order, say); otherwise the later seq may commit, and be published, first.
+//
+// # Cursor mode
+//
+// In claim mode every message is claimed (an UPDATE) and marked SENT
+// (another UPDATE): two new row versions, their index entries and their
+// WAL for every message, on the server the writers use. In cursor mode
+// ([Store.EnableCursor]) the outbox is read like a log: one relay, the
+// leader, reads the QUEUED messages in seq order, publishes them, and keeps
+// its place in the single row of outbox_cursor. A message's row is written
+// only if its publish fails. The rest of the contract is the same: the
+// relay's loop, its batches, retries and dead letters do not change, and
+// Store implements [store.Queue] in both modes.
+//
+// Not passing a message that is still committing: seqs are taken at INSERT
+// but become visible at COMMIT, so a reader can see seq 11 while seq 10 is
+// still uncommitted. The leader therefore keeps a window over the seqs
+// between its saved position and the highest seq it read, with the gaps it
+// saw there, and reads the gaps again with every read. A gap is closed (its
+// seqs will never commit: the transaction rolled back, or the seq was
+// never used) only when
+//
+//  1. a read's snapshot has an xmin at least the bound of the read that
+//     found the gap: a transaction id that read took after its snapshot.
+//     Every seq of the gap was taken before that snapshot (a higher seq was
+//     already visible in it), by a transaction that had an id then, because
+//     [Store.Enqueue] takes the transaction id before the seqs. Such a
+//     transaction was either finished then, so its rows were visible, or
+//     running, so its id was below the bound; once a snapshot's xmin reached
+//     the bound, it has ended (every transaction running in that snapshot
+//     has an id at or above xmin), and a read after that sees its rows if it
+//     committed. The snapshot's own xmax is not such a bound: it is the
+//     newest ended id plus one, and a transaction running with a newer id is
+//     counted neither there nor in xmin.
+//  2. at least a second passed since the gap was found, for writers that
+//     insert rows in other ways than Enqueue (their first INSERT may take a
+//     seq a few microseconds before the transaction gets its id).
+//
+// The position only moves over handled messages and closed gaps. A long
+// transaction anywhere on the server holds xmin back, and with it the
+// saved position, but not publishing: messages are published as soon as
+// they are visible.
+//
+// What a new leader publishes again: with the position, a save records the
+// leader's head and the ranges at or below it that it has not handled
+// (open records and gaps, migration 011); every other seq above the
+// position was handled. A new leader starts with those ranges as gaps, so
+// it publishes again only what its predecessor had not had acknowledged at
+// its last save: what was in flight, and what was acknowledged in the last
+// Config.CursorSaveInterval. A save is due when the position moved or
+// anything was handled since the last one.
+//
+// One leader, and the table path: the leader holds a lease on the cursor
+// row (its token fences every write it makes, as claims are fenced):
+// Config.LeaderLease, 5 s by default, of its own and not the claims'
+// lease. Its saves renew it, and so does [Store.KeepLease], which
+// relay.Relay runs for as long as it runs, every third of the lease
+// whatever the relay does: an idle leader, or one whose publishes wait for
+// a broker that does not answer, keeps the lead. Other relays are
+// standbys: they try to lead at least five times per lease and take over
+// when the lease has expired (a leader that hangs, is stopped or cut off
+// renews nothing), or at once when the leader resigned ([Store.Resign],
+// called by relay.Relay.Stop). A leader that resumes after its lease ran
+// out finds that before anything it does, and a write already under way
+// changes nothing once another relay took the lease (its token is not the
+// cursor row's): it saves no position, moves no message to the table path,
+// and its acknowledgements in memory are dropped with its window. The next
+// leader publishes again what the old one had not saved as handled, and
+// the old one's publishes that were in flight when it hung may still reach
+// the broker: duplicates, which at-least-once allows; each of those was
+// published after the earlier messages of its aggregate were acknowledged,
+// so the first copies stay in order. Any relay, leader or standby, also
+// runs the table path: the claim of claim mode, over the
+// messages that are not QUEUED (PENDING, FAILED, IN_FLIGHT, whatever was in
+// the table before cursor mode was turned on, and replayed dead letters).
+// A cursor message whose publish failed becomes FAILED (or DEAD_LETTER)
+// and enters the table path, which retries it; the later messages of its
+// aggregate follow it there as PENDING, and so does every message read
+// later while an earlier message of its aggregate is in the table path.
+// Order per aggregate holds across both paths.
 package pgstore

@@ -25,11 +25,11 @@ const RelayPingIdle = time.Minute
 //   - MinConns is raised to MaxConns, so the pool opens all its connections
 //     at once and keeps them. An idle relay uses one connection; when work
 //     arrives its other workers need theirs at the same moment, and a new
-//     connection (a backend started, authentication, TLS) took 20-30 ms on
-//     the development machine, and about 0.9 s while the application opened
-//     24 connections of its own: every message committed meanwhile waited.
-//     Idle connections cost no queries (pgxpool's health check does not
-//     ping them).
+//     connection (a backend started, authentication, TLS) takes tens of
+//     milliseconds, far longer while the application opens connections of
+//     its own: every message committed meanwhile would wait. Idle
+//     connections cost no queries (pgxpool's health check does not ping
+//     them).
 func ConfigureRelayPool(c *pgxpool.Config) {
 	c.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration >= RelayPingIdle

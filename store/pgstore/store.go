@@ -141,8 +141,8 @@ type Store struct {
 	cfg     Config
 	channel string // the NOTIFY channel, "outbox_" + schema
 	q       queries
-	floor   claimFloor // where claims start their scan (queue.go)
-	// sweepPiece is the sweep's first span of seqs (queue.go); 0 means
+	floor   claimFloor // where claims start their scan (claimfloor.go)
+	// sweepPiece is the sweep's first span of seqs (claimfloor.go); 0 means
 	// sweepPiece, tests set less. onProbePiece, if set, sees every
 	// statement of a probe below the floor before it is sent (tests).
 	sweepPiece   int64

@@ -62,12 +62,12 @@
 //     256) for due heads of aggregates; when it finds too few and a message
 //     beyond the span is due, a scan from aggregate to aggregate for the
 //     heads beyond (at most as many aggregates, starting after the one the
-//     store's last scan ended with); and one UPDATE that leases them. While it runs no one else writes, so
-//     two claims never take the same message; there is nothing to skip, and
-//     no FOR UPDATE SKIP LOCKED. Its work is bounded however the backlog
-//     spreads over aggregates: behind 200,000 messages on 10 aggregates a
-//     claim took 367 ms (holding the write lock) when it walked every
-//     message in seq order, and takes 3.3 ms now (BenchmarkClaim).
+//     store's last scan ended with); and one UPDATE that leases them. While
+//     it runs no one else writes, so two claims never take the same
+//     message; there is nothing to skip, and no FOR UPDATE SKIP LOCKED. Its
+//     work, and so the time it holds the write lock, is bounded however the
+//     backlog spreads over aggregates, even when a long backlog sits on a
+//     few of them (BenchmarkClaim).
 //   - A message's seq is given out while its transaction holds the write
 //     lock, so within an aggregate enqueue order is commit order, and the
 //     relay publishes in that order. (PostgreSQL's late-commit caveat does
