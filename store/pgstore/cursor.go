@@ -369,7 +369,9 @@ func (s *Store) applyCursorTrip(plan *cursorPlan, r *cursorReply, p *store.Claim
 		// them (chaos --cursor --seed 12).
 		cs.win.apply(r.read)
 	}
-	if len(plan.tabling) > 0 {
+	if len(plan.tabling) > 0 && cs.leader && cs.token == plan.leaderTok {
+		// A lead dropped meanwhile (checkLease, on another goroutine) took
+		// its window with it: nothing is left to update.
 		cs.win.tabled(plan.tabling)
 	}
 	won := plan.tryLead && cs.applyLeadAttempt(s, plan.leadToken, p.Owner, r)
