@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/backoff"
+	"github.com/outbox-dev/outbox/internal/errtext"
 	"github.com/outbox-dev/outbox/sink"
 )
-
-// maxLastErrorBytes bounds the error text kept per message, as pgstore does.
-const maxLastErrorBytes = 4000
 
 // heartbeat writes a heartbeat message into the WAL, so that an idle
 // stream still gets a position to confirm.
@@ -324,7 +320,7 @@ func (r *Relay) record(out *outcome) error {
 	fDead := make([]bool, len(out.failed))
 	fCount := make([]bool, len(out.failed))
 	for i, f := range out.failed {
-		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = f.rec.Seq, cleanError(f.err.Error()), f.delay.Milliseconds(), f.dead
+		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = f.rec.Seq, errtext.Clean(f.err.Error()), f.delay.Milliseconds(), f.dead
 		fCount[i] = !f.waits
 	}
 	types := make([]string, 0, len(out.deferAggs))
@@ -394,19 +390,4 @@ func recAttrs(rec outbox.Record, extra ...any) []any {
 // jitter of up to half.
 func (r *Relay) retryDelay(attempt int) time.Duration {
 	return backoff.Delay(r.cfg.RetryBase, r.cfg.RetryMax, attempt)
-}
-
-// cleanError makes an error text storable and bounded: valid UTF-8 without
-// NUL characters, at most maxLastErrorBytes bytes.
-func cleanError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if len(s) <= maxLastErrorBytes {
-		return s
-	}
-	cut := maxLastErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,13 +17,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/errtext"
 	"github.com/outbox-dev/outbox/internal/failpoint"
 	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
-
-// maxLastErrorBytes bounds the error text kept per message.
-const maxLastErrorBytes = 4000
 
 // DefaultFullClaimInterval is the default of Config.FullClaimInterval.
 const DefaultFullClaimInterval = time.Second
@@ -687,7 +683,7 @@ func newFailureArgs(failures []store.Failure) failureArgs {
 		}
 		visited[x.Seq] = true
 		f.seqs = append(f.seqs, x.Seq)
-		f.errs = append(f.errs, cleanError(x.Error))
+		f.errs = append(f.errs, errtext.Clean(x.Error))
 		f.delays = append(f.delays, max(x.Delay, 0).Milliseconds())
 		f.counts = append(f.counts, x.CountAttempt)
 		f.deads = append(f.deads, x.Dead)
@@ -835,20 +831,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// cleanError makes an error text storable and bounded: valid UTF-8 without
-// NUL characters (which text columns refuse), at most maxLastErrorBytes
-// bytes, cut at a character boundary.
-func cleanError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if len(s) <= maxLastErrorBytes {
-		return s
-	}
-	cut := maxLastErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }
