@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // Defaults of [Config].
@@ -70,22 +72,34 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.Brokers == 0 {
-		c.Brokers = 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Listen, DefaultListen)
+	conf.Default(&c.Brokers, 1)
+	conf.Default(&c.Partitions, DefaultPartitions)
+	conf.Default(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	conf.Default(&c.Logger, slog.Default())
 	return c
+}
+
+// ErrInvalidConfig is wrapped by the error [Start] returns for a Config it
+// cannot use; the message names the bad field.
+var ErrInvalidConfig = errors.New("broker: invalid config")
+
+// validate checks c after defaults and names the first bad field. It
+// returns the host and the port of c.Listen.
+func (c Config) validate() (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "", 0, conf.First(ErrInvalidConfig, conf.Bad("Listen", "%q: %v", c.Listen, err))
+	}
+	port, err = strconv.Atoi(portStr)
+	return host, port, conf.First(ErrInvalidConfig,
+		conf.Rule("Listen", err == nil && port >= 0 && port <= 65535, "port %q is not a number from 0 to 65535", portStr),
+		conf.AtLeast("Brokers", c.Brokers, 1),
+		conf.Rule("Brokers", port == 0 || port+c.Brokers-1 <= 65535, "%d brokers from port %d run past port 65535", c.Brokers, port),
+		conf.AtLeast("Partitions", c.Partitions, 1),
+		conf.AtLeast("MaxMessageBytes", c.MaxMessageBytes, 1),
+		conf.Each("SeedTopics", c.SeedTopics, conf.NotEmpty),
+	)
 }
 
 // Broker is a running embedded cluster.
@@ -97,35 +111,13 @@ type Broker struct {
 
 // Start starts the cluster and returns once every broker listens and the
 // seed topics exist. A topic is created the first time a client names it
-// (see Config.NoAutoCreateTopics). An error names the Config field at
-// fault.
+// (see Config.NoAutoCreateTopics). A bad cfg gives an error that wraps
+// [ErrInvalidConfig] and names the field.
 func Start(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("broker: config: %s: %s", field, fmt.Sprintf(format, args...))
-	}
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := cfg.validate()
 	if err != nil {
-		return nil, bad("Listen", "%v", err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, bad("Listen", "port %q is not a number from 0 to 65535", portStr)
-	}
-	switch {
-	case cfg.Brokers < 1:
-		return nil, bad("Brokers", "must be 1 or more")
-	case port != 0 && port+cfg.Brokers-1 > 65535:
-		return nil, bad("Brokers", "%d brokers from port %d run past port 65535", cfg.Brokers, port)
-	case cfg.Partitions < 1:
-		return nil, bad("Partitions", "must be 1 or more")
-	case cfg.MaxMessageBytes < 1:
-		return nil, bad("MaxMessageBytes", "must be 1 or more")
-	}
-	for i, t := range cfg.SeedTopics {
-		if t == "" {
-			return nil, bad(fmt.Sprintf("SeedTopics[%d]", i), "must not be empty")
-		}
+		return nil, err
 	}
 	advertised := cfg.AdvertisedHost
 	if advertised == "" {

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // The SASL mechanisms Security.SASLMechanism accepts.
@@ -52,11 +54,11 @@ type Security struct {
 }
 
 // Opts returns the franz-go options for s: kgo.DialTLSConfig when TLS is on
-// and kgo.SASL when a mechanism is set. An error names the Security field at
-// fault.
+// and kgo.SASL when a mechanism is set. An error wraps [ErrInvalidConfig]
+// and names the Security field at fault.
 func (s Security) Opts() ([]kgo.Opt, error) {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("kafka: config: Security.%s: %s", field, fmt.Sprintf(format, args...))
+		return conf.First(ErrInvalidConfig, conf.Bad("Security."+field, format, args...))
 	}
 	var opts []kgo.Opt
 	if !s.TLS {
