@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/memo"
 )
 
@@ -145,30 +146,17 @@ func New(cfg Config) (*Server, error) {
 
 // withDefaults fills in the zero fields.
 func (cfg Config) withDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&cfg.CheckTimeout, DefaultCheckTimeout)
-	def(&cfg.CheckInterval, DefaultCheckInterval)
-	def(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	def(&cfg.ReadTimeout, DefaultReadTimeout)
-	def(&cfg.WriteTimeout, DefaultWriteTimeout)
-	def(&cfg.IdleTimeout, DefaultIdleTimeout)
-	def(&cfg.MaxWait, DefaultMaxWait)
-	if cfg.MaxRequestRate == 0 {
-		cfg.MaxRequestRate = DefaultMaxRequestRate
-	}
-	if cfg.MaxProbeRate == 0 {
-		cfg.MaxProbeRate = DefaultMaxProbeRate
-	}
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	conf.Default(&cfg.CheckTimeout, DefaultCheckTimeout)
+	conf.Default(&cfg.CheckInterval, DefaultCheckInterval)
+	conf.Default(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	conf.Default(&cfg.ReadTimeout, DefaultReadTimeout)
+	conf.Default(&cfg.WriteTimeout, DefaultWriteTimeout)
+	conf.Default(&cfg.IdleTimeout, DefaultIdleTimeout)
+	conf.Default(&cfg.MaxWait, DefaultMaxWait)
+	conf.Default(&cfg.MaxRequestRate, DefaultMaxRequestRate)
+	conf.Default(&cfg.MaxProbeRate, DefaultMaxProbeRate)
+	conf.Default(&cfg.Addr, DefaultAddr)
+	conf.Default(&cfg.Logger, slog.Default())
 	return cfg
 }
 

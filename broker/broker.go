@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // Defaults of [Config].
@@ -70,22 +72,34 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.Brokers == 0 {
-		c.Brokers = 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Listen, DefaultListen)
+	conf.Default(&c.Brokers, 1)
+	conf.Default(&c.Partitions, DefaultPartitions)
+	conf.Default(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	conf.Default(&c.Logger, slog.Default())
 	return c
+}
+
+// ErrInvalidConfig is wrapped by the error [Start] returns for a Config it
+// cannot use; the message names the bad field.
+var ErrInvalidConfig = errors.New("broker: invalid config")
+
+// validate checks c after defaults and names the first bad field. It
+// returns the host and the port of c.Listen.
+func (c Config) validate() (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "", 0, conf.First(ErrInvalidConfig, conf.Bad("Listen", "%q: %v", c.Listen, err))
+	}
+	port, err = strconv.Atoi(portStr)
+	return host, port, conf.First(ErrInvalidConfig,
+		conf.Rule("Listen", err == nil && port >= 0 && port <= 65535, "port %q is not a number from 0 to 65535", portStr),
+		conf.AtLeast("Brokers", c.Brokers, 1),
+		conf.Rule("Brokers", port == 0 || port+c.Brokers-1 <= 65535, "%d brokers from port %d run past port 65535", c.Brokers, port),
+		conf.AtLeast("Partitions", c.Partitions, 1),
+		conf.AtLeast("MaxMessageBytes", c.MaxMessageBytes, 1),
+		conf.Each("SeedTopics", c.SeedTopics, conf.NotEmpty),
+	)
 }
 
 // Broker is a running embedded cluster.
@@ -97,8 +111,8 @@ type Broker struct {
 
 // Start starts the cluster and returns once every broker listens and the
 // seed topics exist. A topic is created the first time a client names it
-// (see Config.NoAutoCreateTopics). An error names the Config field at
-// fault.
+// (see Config.NoAutoCreateTopics). A bad cfg gives an error that wraps
+// [ErrInvalidConfig] and names the field.
 func Start(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	host, port, err := cfg.validate()
@@ -122,40 +136,6 @@ func Start(cfg Config) (*Broker, error) {
 		}
 	}
 	return b, nil
-}
-
-// badConfig is the error for a Config field that breaks a rule.
-func badConfig(field, format string, args ...any) error {
-	return fmt.Errorf("broker: config: %s: %s", field, fmt.Sprintf(format, args...))
-}
-
-// validate checks c, with its defaults, and returns the host and port of
-// Listen. An error names the field at fault.
-func (c Config) validate() (host string, port int, err error) {
-	host, portStr, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return "", 0, badConfig("Listen", "%v", err)
-	}
-	port, err = strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, badConfig("Listen", "port %q is not a number from 0 to 65535", portStr)
-	}
-	switch {
-	case c.Brokers < 1:
-		return "", 0, badConfig("Brokers", "must be 1 or more")
-	case port != 0 && port+c.Brokers-1 > 65535:
-		return "", 0, badConfig("Brokers", "%d brokers from port %d run past port 65535", c.Brokers, port)
-	case c.Partitions < 1:
-		return "", 0, badConfig("Partitions", "must be 1 or more")
-	case c.MaxMessageBytes < 1:
-		return "", 0, badConfig("MaxMessageBytes", "must be 1 or more")
-	}
-	for i, t := range c.SeedTopics {
-		if t == "" {
-			return "", 0, badConfig(fmt.Sprintf("SeedTopics[%d]", i), "must not be empty")
-		}
-	}
-	return host, port, nil
 }
 
 // advertisedHost is the host the brokers give clients: AdvertisedHost, or

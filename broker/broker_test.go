@@ -258,8 +258,8 @@ func TestStart_InvalidConfig_NamesField(t *testing.T) {
 		if err == nil {
 			b.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
-			t.Errorf("Start(%+v): err = %v, want one naming %s", tc.cfg, err, tc.field)
+		if !errors.Is(err, broker.ErrInvalidConfig) || !strings.Contains(err.Error(), "invalid config: "+tc.field+" ") {
+			t.Errorf("Start(%+v): err = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
 		}
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -206,46 +205,30 @@ func (c Config) WithDefaults() Config {
 	if c.ConnString == "" && c.Pool != nil {
 		c.ConnString = c.Pool.Config().ConnString()
 	}
-	if c.Schema == "" {
-		c.Schema = pgstore.DefaultSchema
-	}
-	if c.Slot == "" {
-		c.Slot = DefaultSlot(c.Schema)
-	}
-	if c.Publication == "" {
-		c.Publication = c.Slot
-	}
+	conf.Default(&c.Schema, pgstore.DefaultSchema)
+	conf.Default(&c.Slot, DefaultSlot(c.Schema))
+	conf.Default(&c.Publication, c.Slot)
 	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+		c.ID = conf.InstanceID()
 	}
-	setDefault(&c.BatchSize, DefaultBatchSize)
-	setDefault(&c.MaxInFlight, DefaultInFlightBatches*c.BatchSize)
-	setDefault(&c.MaxInFlightBytes, DefaultMaxInFlightBytes)
-	setDefault(&c.PublishTimeout, DefaultPublishTimeout)
-	setDefault(&c.StatusInterval, DefaultStatusInterval)
-	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
-	setDefault(&c.StandbyInterval, DefaultStandbyInterval)
-	setDefault(&c.LeaderLease, DefaultLeaderLease)
-	setDefault(&c.TablePathInterval, DefaultTablePathInterval)
-	setDefault(&c.LagLogInterval, DefaultLagLogInterval)
-	setDefault(&c.Lease, DefaultLease)
-	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&c.RetryBase, DefaultRetryBase)
-	setDefault(&c.RetryMax, DefaultRetryMax)
-	setDefault(&c.UnavailableBackoffMax, DefaultUnavailableBackoffMax)
-	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.BatchSize, DefaultBatchSize)
+	conf.Default(&c.MaxInFlight, DefaultInFlightBatches*c.BatchSize)
+	conf.Default(&c.MaxInFlightBytes, DefaultMaxInFlightBytes)
+	conf.Default(&c.PublishTimeout, DefaultPublishTimeout)
+	conf.Default(&c.StatusInterval, DefaultStatusInterval)
+	conf.Default(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	conf.Default(&c.StandbyInterval, DefaultStandbyInterval)
+	conf.Default(&c.LeaderLease, DefaultLeaderLease)
+	conf.Default(&c.TablePathInterval, DefaultTablePathInterval)
+	conf.Default(&c.LagLogInterval, DefaultLagLogInterval)
+	conf.Default(&c.Lease, DefaultLease)
+	conf.Default(&c.MaxAttempts, DefaultMaxAttempts)
+	conf.Default(&c.RetryBase, DefaultRetryBase)
+	conf.Default(&c.RetryMax, DefaultRetryMax)
+	conf.Default(&c.UnavailableBackoffMax, DefaultUnavailableBackoffMax)
+	conf.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	conf.Default(&c.Logger, slog.Default())
 	return c
-}
-
-func setDefault[T comparable](p *T, def T) {
-	var zero T
-	if *p == zero {
-		*p = def
-	}
 }
 
 // DefaultSlot is the default slot (and publication) name for an outbox in
@@ -261,55 +244,33 @@ func DefaultSlot(schema string) string {
 	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
 }
 
+// validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	bad := func(field, rule string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(rule, args...))
-	}
-	switch {
-	case c.Pool == nil:
-		return bad("Pool", "is required")
-	case c.Sink == nil:
-		return bad("Sink", "is required")
-	case c.ConnString == "":
-		return bad("ConnString", "is required when Pool has none")
-	case !schemaRe.MatchString(c.Schema) || strings.HasPrefix(c.Schema, "pg_"):
-		return bad("Schema", "%q must match %s and not start with pg_", c.Schema, schemaRe)
-	case !nameRe.MatchString(c.Slot):
-		return bad("Slot", "%q must match %s", c.Slot, nameRe)
-	case !nameRe.MatchString(c.Publication):
-		return bad("Publication", "%q must match %s", c.Publication, nameRe)
-	case c.Cleanup != CleanupMarkSent && c.Cleanup != CleanupDelete:
-		return bad("Cleanup", "must be CleanupMarkSent or CleanupDelete, not %d", int(c.Cleanup))
-	case c.BatchSize < 1:
-		return bad("BatchSize", "must be at least 1, not %d", c.BatchSize)
-	case c.MaxInFlight < 1:
-		return bad("MaxInFlight", "must be at least 1, not %d", c.MaxInFlight)
-	case c.MaxInFlightBytes < 1:
-		return bad("MaxInFlightBytes", "must be at least 1, not %d", c.MaxInFlightBytes)
-	case c.PublishTimeout <= 0:
-		return bad("PublishTimeout", "must be positive")
-	case c.StatusInterval < time.Millisecond:
-		return bad("StatusInterval", "must be at least 1ms")
-	case c.HeartbeatInterval < time.Millisecond:
-		return bad("HeartbeatInterval", "must be at least 1ms")
-	case c.StandbyInterval < time.Millisecond:
-		return bad("StandbyInterval", "must be at least 1ms")
-	case c.LeaderLease < time.Second:
-		return bad("LeaderLease", "must be at least 1s")
-	case c.TablePathInterval < time.Millisecond:
-		return bad("TablePathInterval", "must be at least 1ms")
-	case c.LagLogInterval < time.Millisecond:
-		return bad("LagLogInterval", "must be at least 1ms")
-	case c.Lease < time.Second:
-		return bad("Lease", "must be at least 1s")
-	case c.MaxAttempts < 1:
-		return bad("MaxAttempts", "must be at least 1")
-	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
-		return bad("RetryBase/RetryMax", "must be positive with RetryMax >= RetryBase")
-	case c.UnavailableBackoffMax <= 0:
-		return bad("UnavailableBackoffMax", "must be positive")
-	case c.ShutdownTimeout < 0:
-		return bad("ShutdownTimeout", "must not be negative")
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.Required("Pool", c.Pool != nil),
+		conf.Required("Sink", c.Sink != nil),
+		conf.Rule("ConnString", c.ConnString != "", "is required when Pool has none"),
+		conf.Rule("Schema", schemaRe.MatchString(c.Schema) && !strings.HasPrefix(c.Schema, "pg_"),
+			"%q must match %s and not start with pg_", c.Schema, schemaRe),
+		conf.Rule("Slot", nameRe.MatchString(c.Slot), "%q must match %s", c.Slot, nameRe),
+		conf.Rule("Publication", nameRe.MatchString(c.Publication), "%q must match %s", c.Publication, nameRe),
+		conf.Rule("Cleanup", c.Cleanup == CleanupMarkSent || c.Cleanup == CleanupDelete,
+			"must be CleanupMarkSent or CleanupDelete, not %d", int(c.Cleanup)),
+		conf.AtLeast("BatchSize", c.BatchSize, 1),
+		conf.AtLeast("MaxInFlight", c.MaxInFlight, 1),
+		conf.AtLeast("MaxInFlightBytes", c.MaxInFlightBytes, 1),
+		conf.Positive("PublishTimeout", c.PublishTimeout),
+		conf.AtLeast("StatusInterval", c.StatusInterval, time.Millisecond),
+		conf.AtLeast("HeartbeatInterval", c.HeartbeatInterval, time.Millisecond),
+		conf.AtLeast("StandbyInterval", c.StandbyInterval, time.Millisecond),
+		conf.AtLeast("LeaderLease", c.LeaderLease, time.Second),
+		conf.AtLeast("TablePathInterval", c.TablePathInterval, time.Millisecond),
+		conf.AtLeast("LagLogInterval", c.LagLogInterval, time.Millisecond),
+		conf.AtLeast("Lease", c.Lease, time.Second),
+		conf.AtLeast("MaxAttempts", c.MaxAttempts, 1),
+		conf.Rule("RetryBase/RetryMax", c.RetryBase > 0 && c.RetryMax >= c.RetryBase,
+			"must be positive with RetryMax >= RetryBase, not %v and %v", c.RetryBase, c.RetryMax),
+		conf.Positive("UnavailableBackoffMax", c.UnavailableBackoffMax),
+		conf.NotNegative("ShutdownTimeout", c.ShutdownTimeout),
+	)
 }

@@ -4,20 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/errtext"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
-
-// maxLastErrorBytes bounds the error text kept per message, as pgstore does.
-const maxLastErrorBytes = 4000
 
 // heartbeat writes a heartbeat message into the WAL, so that an idle
 // stream still gets a position to confirm.
@@ -349,7 +345,7 @@ func (r *Relay) record(out *outcome) error {
 	fDead := make([]bool, len(out.failed))
 	fCount := make([]bool, len(out.failed))
 	for i, d := range out.failed {
-		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = d.f.Seq, cleanError(d.f.Error), d.f.Delay.Milliseconds(), d.f.Dead
+		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = d.f.Seq, errtext.Clean(d.f.Error), d.f.Delay.Milliseconds(), d.f.Dead
 		fCount[i] = d.f.CountAttempt
 	}
 	types := make([]string, 0, len(out.deferAggs))
@@ -414,19 +410,4 @@ func recAttrs(rec outbox.Record, extra ...any) []any {
 	return append([]any{slog.String("message_id", rec.ID.String()), slog.Int64("seq", rec.Seq),
 		slog.String("aggregate_type", rec.AggregateType), slog.String("aggregate_id", rec.AggregateID),
 		slog.String("event_type", rec.EventType)}, extra...)
-}
-
-// cleanError makes an error text storable and bounded: valid UTF-8 without
-// NUL characters, at most maxLastErrorBytes bytes.
-func cleanError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if len(s) <= maxLastErrorBytes {
-		return s
-	}
-	cut := maxLastErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

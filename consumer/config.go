@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"regexp"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
@@ -196,91 +196,55 @@ func validName(s string) bool {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Consumer == "" {
-		c.Consumer = c.Group
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.RetryBase == 0 {
-		c.RetryBase = DefaultRetryBase
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = DefaultRetryMax
-	}
-	if c.LagRefresh == 0 {
-		c.LagRefresh = DefaultLagRefresh
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = DefaultRebalanceTimeout
-	}
-	if c.HandlerTimeout == 0 {
-		c.HandlerTimeout = DefaultHandlerTimeout
-	}
-	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = DefaultMaxPollRecords
-	}
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Consumer, c.Group)
+	conf.Default(&c.MaxAttempts, DefaultMaxAttempts)
+	conf.Default(&c.RetryBase, DefaultRetryBase)
+	conf.Default(&c.RetryMax, DefaultRetryMax)
+	conf.Default(&c.LagRefresh, DefaultLagRefresh)
+	conf.Default(&c.SessionTimeout, DefaultSessionTimeout)
+	conf.Default(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	conf.Default(&c.HandlerTimeout, DefaultHandlerTimeout)
+	conf.Default(&c.MaxPollRecords, DefaultMaxPollRecords)
+	conf.Default(&c.ClientID, DefaultClientID)
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
-	}
-	if len(c.Brokers) == 0 {
-		return bad("Brokers", "needs at least one seed broker")
-	}
-	for i, b := range c.Brokers {
-		if b == "" {
-			return bad(fmt.Sprintf("Brokers[%d]", i), "must not be empty")
-		}
-	}
-	if c.Group == "" {
-		return bad("Group", "is required")
-	}
-	if len(c.Topics) == 0 {
-		return bad("Topics", "needs at least one topic")
-	}
-	for i, t := range c.Topics {
-		if !validName(t) {
-			return bad(fmt.Sprintf("Topics[%d]", i), "%q is not a valid topic name", t)
-		}
-	}
+	return conf.First(ErrInvalidConfig,
+		conf.Rule("Brokers", len(c.Brokers) > 0, "needs at least one seed broker"),
+		conf.Each("Brokers", c.Brokers, conf.NotEmpty),
+		conf.Required("Group", c.Group != ""),
+		conf.Rule("Topics", len(c.Topics) > 0, "needs at least one topic"),
+		conf.Each("Topics", c.Topics, func(field, t string) error {
+			return conf.Rule(field, validName(t), "%q is not a valid topic name", t)
+		}),
+		c.applierRule(),
+		conf.AtLeast("MaxAttempts", c.MaxAttempts, 1),
+		conf.Positive("RetryBase", c.RetryBase),
+		conf.Rule("RetryMax", c.RetryMax >= c.RetryBase, "must be at least RetryBase (%v), not %v", c.RetryBase, c.RetryMax),
+		conf.AtLeast("SessionTimeout", c.SessionTimeout, time.Second),
+		conf.AtLeast("RebalanceTimeout", c.RebalanceTimeout, time.Second),
+		conf.Rule("InstanceID", c.InstanceID == "" || validName(c.InstanceID),
+			"%q is not a valid group instance id: 1 to 249 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"", c.InstanceID),
+		conf.Positive("HandlerTimeout", c.HandlerTimeout),
+		conf.AtLeast("MaxPollRecords", c.MaxPollRecords, 1),
+	)
+}
+
+// applierRule checks that c names either an Applier, or an Inbox and a
+// Handler.
+func (c Config) applierRule() error {
 	switch {
 	case c.Applier != nil && (c.Inbox != nil || c.Handler != nil):
-		return bad("Applier", "must not be set together with Inbox or Handler (set either Applier, or Inbox and Handler)")
+		return conf.Bad("Applier", "must not be set together with Inbox or Handler (set either Applier, or Inbox and Handler)")
 	case c.Applier == nil && c.Inbox == nil && c.Handler == nil:
-		return bad("Applier", "is required (or Inbox and Handler)")
+		return conf.Bad("Applier", "is required (or Inbox and Handler)")
 	case c.Applier == nil && c.Inbox == nil:
-		return bad("Inbox", "is required with Handler")
+		return conf.Bad("Inbox", "is required with Handler")
 	case c.Applier == nil && c.Handler == nil:
-		return bad("Handler", "is required with Inbox")
-	case c.MaxAttempts < 1:
-		return bad("MaxAttempts", "must be at least 1")
-	case c.RetryBase <= 0:
-		return bad("RetryBase", "must be positive")
-	case c.RetryMax < c.RetryBase:
-		return bad("RetryMax", "must be at least RetryBase")
-	case c.SessionTimeout < time.Second:
-		return bad("SessionTimeout", "must be at least 1s, not %s", c.SessionTimeout)
-	case c.RebalanceTimeout < time.Second:
-		return bad("RebalanceTimeout", "must be at least 1s, not %s", c.RebalanceTimeout)
-	case c.InstanceID != "" && !validName(c.InstanceID):
-		return bad("InstanceID", "%q is not a valid group instance id: 1 to 249 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"", c.InstanceID)
-	case c.HandlerTimeout <= 0:
-		return bad("HandlerTimeout", "must be positive")
-	case c.MaxPollRecords < 1:
-		return bad("MaxPollRecords", "must be at least 1")
+		return conf.Bad("Handler", "is required with Inbox")
 	}
 	return nil
 }

@@ -5,17 +5,16 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 	"log/slog"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
 )
 
 // Defaults of [Config].
@@ -134,16 +133,14 @@ type Inbox struct {
 	cfg        Config
 	log        *slog.Logger
 	q          queries
-	migrations []migration
+	migrations []migrate.Migration
 }
 
 // queries are the rendered SQL texts, with the schema (PostgreSQL) or the
-// table prefix (SQLite) filled in. migrateLock is PostgreSQL's only.
+// table prefix (SQLite) filled in.
 type queries struct {
 	markProcessed, park, parked, parkedGet, markReplayed string
 	cleanup, cleanupReplayed, cleanupParked              string
-
-	migrateLock, migrateSetup, migrateApplied, migrateRecord string
 }
 
 //go:embed queries/*.sql
@@ -162,23 +159,20 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inbox, error) {
 		return nil, err
 	}
 	i := &Inbox{pool: pool, cfg: cfg, log: cfg.Logger}
-	if err := i.q.load(queryFiles, "queries", i.render, queryFile{&i.q.migrateLock, "migrate_lock.sql"}); err != nil {
+	if err := i.q.load(queryFiles, "queries", i.render); err != nil {
 		return nil, err
 	}
-	i.migrations = renderMigrations(migrations, i.render)
+	i.migrations = migrate.Render(migrations, i.render)
 	return i, nil
 }
 
-// queryFile names an embedded SQL text and where its rendered form goes.
-type queryFile struct {
-	dst  *string
-	file string
-}
-
-// load reads, from dir of fsys, the queries every inbox has and those in
-// extra, and stores them rendered.
-func (q *queries) load(fsys embed.FS, dir string, render func(string) string, extra ...queryFile) error {
-	files := append([]queryFile{
+// load reads, from dir of fsys, the queries every inbox has, and stores
+// them rendered.
+func (q *queries) load(fsys embed.FS, dir string, render func(string) string) error {
+	for _, f := range []struct {
+		dst  *string
+		file string
+	}{
 		{&q.markProcessed, "mark_processed.sql"},
 		{&q.park, "park.sql"},
 		{&q.parked, "parked.sql"},
@@ -187,11 +181,7 @@ func (q *queries) load(fsys embed.FS, dir string, render func(string) string, ex
 		{&q.cleanup, "cleanup.sql"},
 		{&q.cleanupReplayed, "cleanup_replayed.sql"},
 		{&q.cleanupParked, "cleanup_parked.sql"},
-		{&q.migrateSetup, "migrate_setup.sql"},
-		{&q.migrateApplied, "migrate_applied.sql"},
-		{&q.migrateRecord, "migrate_record.sql"},
-	}, extra...)
-	for _, f := range files {
+	} {
 		b, err := fsys.ReadFile(dir + "/" + f.file)
 		if err != nil {
 			return fmt.Errorf("inbox: read embedded %s/%s: %w", dir, f.file, err)
@@ -218,77 +208,9 @@ func (i *Inbox) render(sql string) string {
 //go:embed migrations/*.up.sql
 var migrationFiles embed.FS
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-var migrationNameRe = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.up\.sql$`)
-
 // migrations are the embedded PostgreSQL migrations in version order,
 // unrendered.
-var migrations = mustLoadMigrations(migrationFiles, "migrations")
-
-// mustLoadMigrations reads the migrations NNN_name.up.sql in dir of fsys, in
-// version order.
-func mustLoadMigrations(fsys embed.FS, dir string) []migration {
-	entries, err := fs.ReadDir(fsys, dir)
-	if err != nil {
-		panic(fmt.Sprintf("inbox: read embedded migrations: %v", err))
-	}
-	var out []migration
-	seen := map[int]bool{}
-	for _, e := range entries {
-		m := migrationNameRe.FindStringSubmatch(e.Name())
-		if m == nil {
-			panic(fmt.Sprintf("inbox: embedded migration %s/%s is not named NNN_name.up.sql", dir, e.Name()))
-		}
-		v, _ := strconv.Atoi(m[1])
-		if seen[v] {
-			panic(fmt.Sprintf("inbox: two embedded migrations in %s have version %d", dir, v))
-		}
-		seen[v] = true
-		b, err := fsys.ReadFile(dir + "/" + e.Name())
-		if err != nil {
-			panic(fmt.Sprintf("inbox: read embedded migration %s/%s: %v", dir, e.Name(), err))
-		}
-		out = append(out, migration{version: v, name: m[2], sql: string(b)})
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].version < out[b].version })
-	return out
-}
-
-// renderMigrations returns a copy of ms with their SQL rendered.
-func renderMigrations(ms []migration, render func(string) string) []migration {
-	out := append([]migration(nil), ms...)
-	for n := range out {
-		out[n].sql = render(out[n].sql)
-	}
-	return out
-}
-
-// applyMigrations runs, with exec, every migration of ms whose version is
-// not in applied, and records it with the statement record ($1 version,
-// $2 name). ms is in version order.
-func applyMigrations(ctx context.Context, ms []migration, applied map[int]bool, record string,
-	exec func(ctx context.Context, sql string, args ...any) error) ([]migration, error) {
-	var done []migration
-	for _, m := range ms {
-		if applied[m.version] {
-			continue
-		}
-		if err := exec(ctx, m.sql); err != nil {
-			return nil, fmt.Errorf("inbox: migrate: apply %03d_%s: %w", m.version, m.name, err)
-		}
-		if err := exec(ctx, record, m.version, m.name); err != nil {
-			return nil, fmt.Errorf("inbox: migrate: record %03d_%s: %w", m.version, m.name, err)
-		}
-		done = append(done, m)
-	}
-	return done, nil
-}
+var migrations = migrate.MustLoad("inbox", migrationFiles, "migrations")
 
 // Migrate creates the schema if it is absent and applies, in order, every
 // embedded migration not yet recorded in <schema>.inbox_migrations. It runs
@@ -298,48 +220,8 @@ func applyMigrations(ctx context.Context, ms []migration, applied map[int]bool, 
 // transaction-scoped advisory lock, keyed by the schema, serialises them,
 // and each one that waited finds the versions already recorded.
 func (i *Inbox) Migrate(ctx context.Context) error {
-	tx, err := i.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) // a no-op after Commit
-
-	if _, err := tx.Exec(ctx, i.q.migrateLock, i.migrateLockKey()); err != nil {
-		return fmt.Errorf("inbox: migrate: take advisory lock: %w", err)
-	}
-	if _, err := tx.Exec(ctx, i.q.migrateSetup); err != nil {
-		return fmt.Errorf("inbox: migrate: create schema %s and inbox_migrations: %w", i.cfg.Schema, err)
-	}
-	rows, err := tx.Query(ctx, i.q.migrateApplied)
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
-	}
-	applied := make(map[int]bool, len(versions))
-	for _, v := range versions {
-		applied[int(v)] = true
-	}
-	_, err = applyMigrations(ctx, i.migrations, applied, i.q.migrateRecord,
-		func(ctx context.Context, sql string, args ...any) error {
-			_, err := tx.Exec(ctx, sql, args...)
-			return err
-		})
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("inbox: migrate: commit: %w", err)
-	}
-	return nil
-}
-
-// migrateLockKey is the advisory lock key that serialises Migrate for this
-// inbox's schema.
-func (i *Inbox) migrateLockKey() int64 {
-	h := fnv.New64a()
-	h.Write([]byte("outbox.inbox.migrate:" + i.cfg.Schema))
-	return int64(h.Sum64())
+	plan := migrate.Plan{Owner: "inbox", Table: migrate.Table{Schema: i.cfg.Schema, Name: "inbox_migrations"},
+		LockKey: migrate.LockKey("outbox.inbox.migrate:" + i.cfg.Schema), Migrations: i.migrations}
+	_, err := migrate.Run(ctx, pgmigrate.Begin(i.pool), plan, nil)
+	return err
 }

@@ -8,10 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox/internal/errtext"
 )
 
 // Limits of the parked-message API.
@@ -19,8 +20,6 @@ const (
 	// DefaultParkedLimit is what [Inbox.Parked] returns at most when
 	// ParkedFilter.Limit is 0.
 	DefaultParkedLimit = 100
-	// maxErrorBytes bounds the error text kept per parked message.
-	maxErrorBytes = 4000
 )
 
 // Parked is a message a consumer gave up on, as [Inbox.Parked] lists it.
@@ -92,7 +91,7 @@ type parkEntry struct {
 	// msg has EventType, AggregateID and Topic cleaned.
 	msg      Message
 	headers  []byte // JSON object
-	error    string // cleaned, at most maxErrorBytes
+	error    string // cleaned, at most errtext.MaxBytes
 	attempts int
 }
 
@@ -120,7 +119,7 @@ func park(ctx context.Context, log *slog.Logger, consumer string, msg Message, a
 		text = cause.Error()
 	}
 	e := parkEntry{id: id, consumer: consumer, msg: msg, headers: headersJSON,
-		error: truncate(cleanText(text), maxErrorBytes), attempts: attempts}
+		error: errtext.Truncate(cleanText(text), errtext.MaxBytes), attempts: attempts}
 	e.msg.EventType, e.msg.AggregateID, e.msg.Topic = cleanText(msg.EventType), cleanText(msg.AggregateID), cleanText(msg.Topic)
 	inserted, err := insert(ctx, e)
 	if err != nil {
@@ -267,15 +266,4 @@ func (p *Parked) restore(ts, replay *time.Time, headers map[string]string) {
 // cleanText makes s storable as PostgreSQL text: valid UTF-8 without NUL.
 func cleanText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox/internal/migrate"
 )
 
 // SQLHandlerFunc applies a message's effect with tx, the SQLite write
@@ -86,7 +88,7 @@ type SQLiteInbox struct {
 	cfg        SQLiteConfig
 	log        *slog.Logger
 	q          queries
-	migrations []migration
+	migrations []migrate.Migration
 }
 
 //go:embed sqlite/queries/*.sql sqlite/migrations/*.up.sql
@@ -94,7 +96,7 @@ var sqliteFiles embed.FS
 
 // sqliteMigrations are the embedded SQLite migrations in version order,
 // unrendered.
-var sqliteMigrations = mustLoadMigrations(sqliteFiles, "sqlite/migrations")
+var sqliteMigrations = migrate.MustLoad("inbox", sqliteFiles, "sqlite/migrations")
 
 // NewSQLite returns an inbox on db using the tables named by
 // cfg.TablePrefix. db should come from sqlitestore.Open, and be the same
@@ -116,7 +118,7 @@ func NewSQLite(db *sql.DB, cfg SQLiteConfig) (*SQLiteInbox, error) {
 	if err := i.q.load(sqliteFiles, "sqlite/queries", i.render); err != nil {
 		return nil, err
 	}
-	i.migrations = renderMigrations(sqliteMigrations, i.render)
+	i.migrations = migrate.Render(sqliteMigrations, i.render)
 	return i, nil
 }
 
@@ -146,43 +148,14 @@ func (i *SQLiteInbox) render(sql string) string {
 // BEGIN, so they run one after the other and each one that waited finds
 // the versions already recorded.
 func (i *SQLiteInbox) Migrate(ctx context.Context) error {
-	tx, err := i.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: begin: %w", err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-
-	if _, err := tx.ExecContext(ctx, i.q.migrateSetup); err != nil {
-		return fmt.Errorf("inbox: migrate: create %sinbox_migrations: %w", i.cfg.TablePrefix, err)
-	}
-	rows, err := tx.QueryContext(ctx, i.q.migrateApplied)
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
-	}
-	versions, err := collect(rows, func(rows *sql.Rows) (v int, err error) { return v, rows.Scan(&v) })
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: read applied versions: %w", err)
-	}
-	applied := make(map[int]bool, len(versions))
-	for _, v := range versions {
-		applied[v] = true
-	}
-	done, err := applyMigrations(ctx, i.migrations, applied, i.q.migrateRecord,
-		func(ctx context.Context, sql string, args ...any) error {
-			_, err := tx.ExecContext(ctx, sql, args...)
-			return err
-		})
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: migrate: commit: %w", err)
-	}
-	for _, m := range done {
-		i.log.Info("inbox: applied migration", slog.Int("version", m.version), slog.String("name", m.name),
+	plan := migrate.Plan{Owner: "inbox", Table: migrate.Table{Name: i.cfg.TablePrefix + "inbox_migrations"},
+		Migrations: i.migrations}
+	applied, err := migrate.Run(ctx, migrate.SQLite(i.db), plan, nil)
+	for _, m := range applied {
+		i.log.Info("inbox: applied migration", slog.Int("version", m.Version), slog.String("name", m.Name),
 			slog.String("table_prefix", i.cfg.TablePrefix))
 	}
-	return nil
+	return err
 }
 
 // Handle runs fn in a new write transaction together with recording

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -87,18 +88,10 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = pgstore.DefaultSchema
-	}
-	if c.Top == 0 {
-		c.Top = DefaultTop
-	}
-	if c.ExactCountBelow == 0 {
-		c.ExactCountBelow = DefaultExactCountBelow
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Schema, pgstore.DefaultSchema)
+	conf.Default(&c.Top, DefaultTop)
+	conf.Default(&c.ExactCountBelow, DefaultExactCountBelow)
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
@@ -147,8 +140,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Top < 1 {
-		return nil, fmt.Errorf("%w: Top %d must be at least 1", ErrInvalidConfig, cfg.Top)
+	if err := conf.First(ErrInvalidConfig, conf.AtLeast("Top", cfg.Top, 1)); err != nil {
+		return nil, err
 	}
 	st, err := pgstore.New(pool, pgstore.Config{Schema: cfg.Schema, Logger: cfg.Logger})
 	if err != nil {

@@ -2,13 +2,10 @@ package relay
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
@@ -149,87 +146,46 @@ const (
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+		c.ID = conf.InstanceID()
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = c.Lease / 2
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.IdleAfter == 0 {
-		c.IdleAfter = DefaultIdleAfter
-	}
-	if c.Linger == 0 {
-		c.Linger = DefaultLinger
-	}
-	if c.LingerAbove == 0 {
-		c.LingerAbove = DefaultLingerAbove
-	}
-	if c.SlowPublish == 0 {
-		c.SlowPublish = DefaultSlowPublish
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.RetryBase == 0 {
-		c.RetryBase = DefaultRetryBase
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = DefaultRetryMax
-	}
-	if c.UnavailableBackoffMax == 0 {
-		c.UnavailableBackoffMax = DefaultUnavailableBackoffMax
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.BatchSize, DefaultBatchSize)
+	conf.Default(&c.Workers, DefaultWorkers)
+	conf.Default(&c.Lease, DefaultLease)
+	conf.Default(&c.PublishTimeout, c.Lease/2)
+	conf.Default(&c.PollInterval, DefaultPollInterval)
+	conf.Default(&c.IdleAfter, DefaultIdleAfter)
+	conf.Default(&c.Linger, DefaultLinger)
+	conf.Default(&c.LingerAbove, DefaultLingerAbove)
+	conf.Default(&c.SlowPublish, DefaultSlowPublish)
+	conf.Default(&c.MaxAttempts, DefaultMaxAttempts)
+	conf.Default(&c.RetryBase, DefaultRetryBase)
+	conf.Default(&c.RetryMax, DefaultRetryMax)
+	conf.Default(&c.UnavailableBackoffMax, DefaultUnavailableBackoffMax)
+	conf.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
 // ErrInvalidConfig is wrapped by the error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("relay: invalid config")
 
+// validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	bad := func(field, rule string) error { return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, rule) }
-	switch {
-	case c.Store == nil:
-		return bad("Store", "is required")
-	case c.Sink == nil:
-		return bad("Sink", "is required")
-	case c.BatchSize < 1:
-		return bad("BatchSize", "must be at least 1")
-	case c.Workers < 1:
-		return bad("Workers", "must be at least 1")
-	case c.Lease < time.Second:
-		return bad("Lease", "must be at least 1s")
-	case c.PublishTimeout <= 0 || c.PublishTimeout >= c.Lease:
-		return bad("PublishTimeout", "must be positive and shorter than Lease")
-	case c.PollInterval < time.Millisecond:
-		return bad("PollInterval", "must be at least 1ms")
-	case c.Linger >= c.PublishTimeout:
-		return bad("Linger", "must be shorter than PublishTimeout")
-	case c.MaxAttempts < 1:
-		return bad("MaxAttempts", "must be at least 1")
-	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
-		return bad("RetryBase/RetryMax", "must be positive with RetryMax >= RetryBase")
-	case c.UnavailableBackoffMax <= 0:
-		return bad("UnavailableBackoffMax", "must be positive")
-	case c.ShutdownTimeout < 0:
-		return bad("ShutdownTimeout", "must not be negative")
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.Required("Store", c.Store != nil),
+		conf.Required("Sink", c.Sink != nil),
+		conf.AtLeast("BatchSize", c.BatchSize, 1),
+		conf.AtLeast("Workers", c.Workers, 1),
+		conf.AtLeast("Lease", c.Lease, time.Second),
+		conf.Rule("PublishTimeout", c.PublishTimeout > 0 && c.PublishTimeout < c.Lease,
+			"must be positive and shorter than Lease (%v), not %v", c.Lease, c.PublishTimeout),
+		conf.AtLeast("PollInterval", c.PollInterval, time.Millisecond),
+		conf.Rule("Linger", c.Linger < c.PublishTimeout,
+			"must be shorter than PublishTimeout (%v), not %v", c.PublishTimeout, c.Linger),
+		conf.AtLeast("MaxAttempts", c.MaxAttempts, 1),
+		conf.Rule("RetryBase/RetryMax", c.RetryBase > 0 && c.RetryMax >= c.RetryBase,
+			"must be positive with RetryMax >= RetryBase, not %v and %v", c.RetryBase, c.RetryMax),
+		conf.Positive("UnavailableBackoffMax", c.UnavailableBackoffMax),
+		conf.NotNegative("ShutdownTimeout", c.ShutdownTimeout),
+	)
 }

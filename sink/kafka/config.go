@@ -1,14 +1,18 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // Defaults of [Config].
@@ -119,69 +123,50 @@ func validTopic(t string) bool { return topicRe.MatchString(t) && t != "." && t 
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
-	if c.DefaultTopic == "" {
-		c.DefaultTopic = DefaultTopic
-	}
-	if c.MaxBufferedRecords == 0 {
-		c.MaxBufferedRecords = DefaultMaxBufferedRecords
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if c.DeliveryTimeout == 0 {
-		c.DeliveryTimeout = DefaultDeliveryTimeout
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.ClientID, DefaultClientID)
+	conf.Default(&c.DefaultTopic, DefaultTopic)
+	conf.Default(&c.MaxBufferedRecords, DefaultMaxBufferedRecords)
+	conf.Default(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	conf.Default(&c.DeliveryTimeout, DefaultDeliveryTimeout)
+	conf.Default(&c.RequestTimeout, DefaultRequestTimeout)
+	conf.Default(&c.Logger, slog.Default())
 	c.Limits = c.Limits.WithDefaults()
 	return c
 }
 
+// ErrInvalidConfig is wrapped by the error [New] returns for a Config it
+// cannot use, and by [Security.Opts]'s; the message names the bad field.
+var ErrInvalidConfig = errors.New("kafka: invalid config")
+
 // validate reports the first bad field of a defaulted config.
 func (c Config) validate() error {
-	bad := func(field, rule string) error {
-		return fmt.Errorf("kafka: config: %s: %s", field, rule)
-	}
-	if len(c.Brokers) == 0 {
-		return bad("Brokers", "at least one seed broker is required")
-	}
-	for i, b := range c.Brokers {
-		if b == "" {
-			return bad(fmt.Sprintf("Brokers[%d]", i), "must not be empty")
+	return conf.First(ErrInvalidConfig,
+		conf.Rule("Brokers", len(c.Brokers) > 0, "needs at least one seed broker"),
+		conf.Each("Brokers", c.Brokers, conf.NotEmpty),
+		topicRule("DefaultTopic", c.DefaultTopic),
+		c.routesRule(),
+		conf.NotNegative("Linger", c.Linger),
+		conf.NotNegative("MaxBufferedRecords", c.MaxBufferedRecords),
+		conf.Rule("MaxMessageBytes", c.MaxMessageBytes >= 512 && c.MaxMessageBytes <= 1<<30,
+			"must be between 512 and 1 GiB, not %d", c.MaxMessageBytes),
+		conf.NotNegative("DeliveryTimeout", c.DeliveryTimeout),
+		conf.NotNegative("RequestTimeout", c.RequestTimeout),
+		c.Limits.Validate(),
+	)
+}
+
+// routesRule checks the topics of TopicByAggregateType, in the order of
+// the aggregate types.
+func (c Config) routesRule() error {
+	for _, at := range slices.Sorted(maps.Keys(c.TopicByAggregateType)) {
+		if err := topicRule(fmt.Sprintf("TopicByAggregateType[%q]", at), c.TopicByAggregateType[at]); err != nil {
+			return err
 		}
-	}
-	if !validTopic(c.DefaultTopic) {
-		return bad("DefaultTopic", fmt.Sprintf("%q is not a valid topic name", c.DefaultTopic))
-	}
-	for at, t := range c.TopicByAggregateType {
-		if !validTopic(t) {
-			return bad(fmt.Sprintf("TopicByAggregateType[%q]", at), fmt.Sprintf("%q is not a valid topic name", t))
-		}
-	}
-	if c.Linger < 0 {
-		return bad("Linger", "must not be negative")
-	}
-	if c.MaxBufferedRecords < 0 {
-		return bad("MaxBufferedRecords", "must not be negative")
-	}
-	if c.MaxMessageBytes < 512 || c.MaxMessageBytes > 1<<30 {
-		return bad("MaxMessageBytes", "must be between 512 and 1 GiB")
-	}
-	if c.DeliveryTimeout < 0 {
-		return bad("DeliveryTimeout", "must not be negative")
-	}
-	if c.RequestTimeout < 0 {
-		return bad("RequestTimeout", "must not be negative")
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("kafka: config: %w", err)
 	}
 	return nil
+}
+
+// topicRule checks that field's topic t is a name Kafka allows.
+func topicRule(field, t string) error {
+	return conf.Rule(field, validTopic(t), "%q is not a valid topic name", t)
 }

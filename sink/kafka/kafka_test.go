@@ -475,8 +475,8 @@ func TestNew_InvalidConfig_NamesField(t *testing.T) {
 		{kafka.Config{Brokers: ok, Security: kafka.Security{SASLMechanism: "GSSAPI"}}, "Security.SASLMechanism"},
 	} {
 		_, err := kafka.New(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
-			t.Errorf("New(%+v): err = %v, want one naming %s", tc.cfg, err, tc.field)
+		if !errors.Is(err, kafka.ErrInvalidConfig) || !strings.Contains(err.Error(), "invalid config: "+tc.field+" ") {
+			t.Errorf("New(%+v): err = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.field)
 		}
 	}
 }

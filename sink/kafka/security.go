@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // The SASL mechanisms Security.SASLMechanism accepts.
@@ -52,8 +54,8 @@ type Security struct {
 }
 
 // Opts returns the franz-go options for s: kgo.DialTLSConfig when TLS is on
-// and kgo.SASL when a mechanism is set. An error names the Security field at
-// fault.
+// and kgo.SASL when a mechanism is set. An error wraps [ErrInvalidConfig]
+// and names the Security field at fault.
 func (s Security) Opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if !s.TLS {
@@ -79,7 +81,7 @@ func (s Security) Opts() ([]kgo.Opt, error) {
 
 // badSecurity is the error for a Security field that breaks a rule.
 func badSecurity(field, format string, args ...any) error {
-	return fmt.Errorf("kafka: config: Security.%s: %s", field, fmt.Sprintf(format, args...))
+	return conf.First(ErrInvalidConfig, conf.Bad("Security."+field, format, args...))
 }
 
 // checkNoTLSFields returns an error naming the first TLS setting that is

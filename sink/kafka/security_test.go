@@ -54,8 +54,8 @@ func TestSecurityOpts_ErrorsNameTheField(t *testing.T) {
 		{"mechanism without password", kafka.Security{SASLMechanism: "scram-sha-256", Username: "u"}, "Security.Password"},
 	} {
 		_, err := tc.sec.Opts()
-		if err == nil || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: err = %v, want one naming %s", tc.name, err, tc.field)
+		if !errors.Is(err, kafka.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: err = %v, want ErrInvalidConfig naming %s", tc.name, err, tc.field)
 		}
 		if err != nil && strings.Contains(err.Error(), secret) {
 			t.Errorf("%s: err = %v shows the password", tc.name, err)

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"context"
 	"slices"
+
+	"github.com/outbox-dev/outbox/internal/migrate"
 )
 
 // ClaimSQL exposes the rendered claim statement to the EXPLAIN test.
@@ -23,6 +25,6 @@ func ClaimSpan(limit int) int64 { return claimSpan(limit) }
 func (s *Store) MigrateThrough(ctx context.Context, version int) error {
 	all := s.migrations
 	defer func() { s.migrations = all }()
-	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m Migration) bool { return m.Version > version })
+	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m migrate.Migration) bool { return m.Version > version })
 	return s.Migrate(ctx)
 }

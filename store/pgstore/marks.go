@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-dev/outbox/internal/errtext"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -79,7 +80,7 @@ func newFailureArgs(failures []store.Failure) failureArgs {
 		}
 		visited[x.Seq] = true
 		f.seqs = append(f.seqs, x.Seq)
-		f.errs = append(f.errs, cleanError(x.Error))
+		f.errs = append(f.errs, errtext.Clean(x.Error))
 		f.delays = append(f.delays, max(x.Delay, 0).Milliseconds())
 		f.counts = append(f.counts, x.CountAttempt)
 		f.deads = append(f.deads, x.Dead)

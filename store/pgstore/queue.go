@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,9 +19,6 @@ import (
 	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
-
-// maxLastErrorBytes bounds the error text kept per message.
-const maxLastErrorBytes = 4000
 
 // DefaultFullClaimInterval is the default of Config.FullClaimInterval.
 const DefaultFullClaimInterval = time.Second
@@ -361,20 +356,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// cleanError makes an error text storable and bounded: valid UTF-8 without
-// NUL characters (which text columns refuse), at most maxLastErrorBytes
-// bytes, cut at a character boundary.
-func cleanError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if len(s) <= maxLastErrorBytes {
-		return s
-	}
-	cut := maxLastErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

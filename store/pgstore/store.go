@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -151,7 +152,7 @@ type Store struct {
 	rotation claimRotation
 	cursor   cursorState // cursor mode (cursor.go)
 	// migrations are the embedded migrations with their SQL rendered.
-	migrations []Migration
+	migrations []migrate.Migration
 }
 
 // Compile-time proof that Store is a full store backend.
@@ -175,7 +176,7 @@ type queries struct {
 	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
 
-	migrateLock, migrateSetup, migrateApplied, migrateRecord string
+	migrateLock string
 
 	checkMigrated string
 }
@@ -226,9 +227,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.cursorDisable, "cursor_disable.sql"},
 		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
-		{&s.q.migrateSetup, "migrate_setup.sql"},
-		{&s.q.migrateApplied, "migrate_applied.sql"},
-		{&s.q.migrateRecord, "migrate_record.sql"},
 		{&s.q.checkMigrated, "check_migrated.sql"},
 	} {
 		b, err := queryFiles.ReadFile("queries/" + f.file)
@@ -242,10 +240,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: read embedded cursor_columns.sql: %w", err)
 	}
 	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", s.render(string(cols)))
-	s.migrations = Migrations()
-	for i := range s.migrations {
-		s.migrations[i].SQL = s.render(s.migrations[i].SQL)
-	}
+	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
 }
 

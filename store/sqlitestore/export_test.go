@@ -3,6 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"slices"
+
+	"github.com/outbox-dev/outbox/internal/migrate"
 )
 
 // CleanupSQL exposes a rendered statement to the query plan tests.
@@ -33,6 +35,6 @@ func ClaimSpan(limit int) int { return claimSpan(limit) }
 func (s *Store) MigrateThrough(ctx context.Context, version int) error {
 	all := s.migrations
 	defer func() { s.migrations = all }()
-	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m Migration) bool { return m.Version > version })
+	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m migrate.Migration) bool { return m.Version > version })
 	return s.Migrate(ctx)
 }

@@ -6,19 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/errtext"
 	"github.com/outbox-dev/outbox/internal/rowheaders"
 	"github.com/outbox-dev/outbox/store"
 )
-
-// maxLastErrorBytes bounds the error text kept per message.
-const maxLastErrorBytes = 4000
 
 // MarkSent marks the messages SENT, with PublishedAt the database's now, if
 // they are still IN_FLIGHT under token, and returns how many it changed.
@@ -61,7 +57,7 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 		seen[f.Seq] = true
 		rows = append(rows, failureRow{
 			Seq:     f.Seq,
-			Error:   cleanError(f.Error),
+			Error:   errtext.Clean(f.Error),
 			DelayMS: max(f.Delay, 0).Milliseconds(),
 			Count:   f.CountAttempt,
 			Dead:    f.Dead,
@@ -216,20 +212,4 @@ func scanRecord(rows *sql.Rows) (outbox.Record, error) {
 		r.PublishedAt = time.UnixMilli(publishedAt.Int64)
 	}
 	return r, nil
-}
-
-// cleanError makes an error text storable and bounded: valid UTF-8 without
-// NUL characters, at most maxLastErrorBytes bytes, cut at a character
-// boundary.
-func cleanError(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	if len(s) <= maxLastErrorBytes {
-		return s
-	}
-	cut := maxLastErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -82,7 +83,7 @@ type Store struct {
 	cfg Config
 	q   queries
 	// migrations are the embedded migrations with their SQL rendered.
-	migrations []Migration
+	migrations []migrate.Migration
 	// rotation is where the next claim's scan by aggregate starts.
 	rotation rotation
 }
@@ -96,8 +97,6 @@ type queries struct {
 
 	// The steps of a claim (claim.go).
 	claimFirstDue, claimBySeq, claimBeyond, claimByAggregate, claim string
-
-	migrateSetup, migrateApplied, migrateRecord string
 }
 
 //go:embed queries/*.sql
@@ -132,9 +131,6 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		{&s.q.get, "get.sql"},
 		{&s.q.counts, "counts.sql"},
 		{&s.q.cleanup, "cleanup.sql"},
-		{&s.q.migrateSetup, "migrate_setup.sql"},
-		{&s.q.migrateApplied, "migrate_applied.sql"},
-		{&s.q.migrateRecord, "migrate_record.sql"},
 	} {
 		b, err := queryFiles.ReadFile("queries/" + f.file)
 		if err != nil {
@@ -142,10 +138,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		}
 		*f.dst = s.render(string(b))
 	}
-	s.migrations = Migrations()
-	for i := range s.migrations {
-		s.migrations[i].SQL = s.render(s.migrations[i].SQL)
-	}
+	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
 }
 

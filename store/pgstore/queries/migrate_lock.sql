@@ -1,3 +1,4 @@
--- Store.Migrate: serialise concurrent migrations of one schema until the
--- migrating transaction ends. $1 is a key derived from the schema name.
+-- Cursor mode's switch: take the lock that serialises Migrate for this
+-- schema (the same key), until the transaction ends. $1 is a key derived
+-- from the schema name.
 SELECT pg_advisory_xact_lock($1)

@@ -1,2 +1,0 @@
--- Inbox.Migrate: the versions already applied.
-SELECT version FROM {{schema}}.inbox_migrations ORDER BY version

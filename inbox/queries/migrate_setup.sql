@@ -1,8 +1,0 @@
--- Inbox.Migrate: the schema and the table recording applied migrations.
-CREATE SCHEMA IF NOT EXISTS {{schema}};
-
-CREATE TABLE IF NOT EXISTS {{schema}}.inbox_migrations (
-    version    int         PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);

@@ -1,0 +1,2 @@
+-- Bookkeeping.Applied on PostgreSQL: the versions already applied.
+SELECT version FROM {{table}} ORDER BY version

@@ -1,2 +1,0 @@
--- Store.Migrate: the versions already applied.
-SELECT version FROM {{schema}}.outbox_migrations ORDER BY version

@@ -1,2 +1,0 @@
--- Store.Migrate: record one applied migration. $1 version, $2 name.
-INSERT INTO {{schema}}.outbox_migrations (version, name) VALUES ($1, $2)

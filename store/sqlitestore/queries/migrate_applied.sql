@@ -1,2 +1,0 @@
--- Store.Migrate: the versions already applied.
-SELECT version FROM "{{prefix}}migrations" ORDER BY version

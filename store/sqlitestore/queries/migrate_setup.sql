@@ -1,7 +1,0 @@
--- Store.Migrate: the table recording applied migrations.
-CREATE TABLE IF NOT EXISTS "{{prefix}}migrations" (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT    NOT NULL,
-    -- unix milliseconds
-    applied_at INTEGER NOT NULL DEFAULT ({{now_ms}})
-) STRICT;
