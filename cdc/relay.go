@@ -230,7 +230,7 @@ func (r *Relay) stopped() error {
 func (r *Relay) Stopped() <-chan struct{} { return r.done }
 
 // Err returns the fatal error that stopped the relay (wrapping
-// [ErrSlotLost] or [ErrNotReady]), or nil. It is valid once Stopped is
+// [ErrSlotLost], [ErrNotReady] or [ErrNotCDCMode]), or nil. It is valid once Stopped is
 // closed.
 func (r *Relay) Err() error {
 	select {
@@ -346,6 +346,9 @@ func (r *Relay) session() error {
 		if !r.sleep(r.cfg.StandbyInterval) {
 			return nil
 		}
+	}
+	if err := r.checkMode(r.runCtx); err != nil {
+		return err
 	}
 	start, err := r.setup(r.runCtx)
 	if err != nil {

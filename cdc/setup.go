@@ -58,7 +58,7 @@ func (r *Relay) setup(ctx context.Context) (pglogrepl.LSN, error) {
 			"position cannot be read. Events in that WAL are still in the outbox table unless they were deleted. "+
 			"To recover: restart this relay with --recreate-slot (Config.RecreateSlot): it creates a new slot and "+
 			"first publishes every unsent message of the table, in order per aggregate, through the table path; "+
-			"or switch to the polling relay (outbox relay --mode polling). See docs/cdc.md, \"Slot loss\"",
+			"or switch the outbox to claim mode (outbox mode set claim). See docs/cdc.md, \"Slot loss\"",
 			ErrSlotLost, r.cfg.Slot, regLSN, regAt.Format(time.RFC3339), how))
 	case lost:
 		r.recreate.Store(false)
