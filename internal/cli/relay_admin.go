@@ -259,7 +259,8 @@ func newAdminRegistry(stats *ops.StatsCache, extra func(prometheus.Registerer) e
 
 // metricsSnapshot is what the table gauges export of s.
 func metricsSnapshot(s ops.Stats) metrics.Snapshot {
-	m := metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates}
+	m := metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates,
+		Mode: string(s.Cursor.Mode)}
 	if c := s.Cursor; c.Present {
 		m.Cursor = metrics.CursorSnapshot{Active: c.Mode == ops.ModeCursor, Position: c.Position, Leading: c.Leading,
 			SavedAge: max(c.At.Sub(c.SavedAt), 0), LagMessages: c.LagMessages, LagAge: c.LagAge}
