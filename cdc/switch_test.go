@@ -86,6 +86,31 @@ func (e *env) writeBackground(aggregates int, interval time.Duration) (stop func
 	}
 }
 
+// deliveredOnce lets the writer go on for a moment, stops it, and asserts
+// that each of its messages was delivered once, in order per aggregate. It
+// returns the number of batches written.
+func (e *env) deliveredOnce(t *testing.T, stopWriting func() int) int {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	n := stopWriting()
+	if dups := checkOrder(t, e.consumed(10*n, 30*time.Second), wantEach(10, n)); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+	return n
+}
+
+// cdcWriting starts a CDC relay on e's outbox, which is in CDC mode, and a
+// writer (writeBackground), and returns once 50 messages were delivered.
+func (e *env) cdcWriting() (*cdc.Relay, sink.Sink, func() int) {
+	e.t.Helper()
+	snk := e.newSink(nil)
+	r := e.newRelay(e.config(snk))
+	e.waitLeader(r, 20*time.Second)
+	stopWriting := e.writeBackground(10, 20*time.Millisecond)
+	e.consumed(50, 30*time.Second)
+	return r, snk, stopWriting
+}
+
 // switchRefused asserts that SetMode(m) is refused now (within a short
 // wait), with an error that says what to do.
 func (e *env) switchRefused(m pgstore.Mode, says string) {
@@ -127,11 +152,7 @@ func TestSwitch_ClaimToCDC_NoLossNoDuplicates(t *testing.T) {
 
 	r := e.start(e.config(snk))
 	e.waitLeader(r, 20*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	n := stopWriting()
-	if dups := checkOrder(t, e.consumed(10*n, 30*time.Second), wantEach(10, n)); dups != 0 {
-		t.Fatalf("%d duplicates", dups)
-	}
+	n := e.deliveredOnce(t, stopWriting)
 	e.waitCount(outbox.StatusSent, int64(10*n), 10*time.Second)
 	e.waitDeferred(0, 10*time.Second)
 }
@@ -168,11 +189,7 @@ func TestSwitch_PollingAndCDCOverlap_NoLossOrderKept(t *testing.T) {
 func TestSwitch_CDCToClaim_NoLossNoDuplicates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, broker.Config{})
-	snk := e.newSink(nil)
-	r := e.newRelay(e.config(snk))
-	e.waitLeader(r, 20*time.Second)
-	stopWriting := e.writeBackground(10, 20*time.Millisecond)
-	e.consumed(50, 30*time.Second)
+	r, snk, stopWriting := e.cdcWriting()
 	e.switchRefused(pgstore.ModeClaim, "stop the CDC relays")
 	if err := r.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -186,11 +203,7 @@ func TestSwitch_CDCToClaim_NoLossNoDuplicates(t *testing.T) {
 	}
 	stop := e.startPolling(snk)
 	defer stop()
-	time.Sleep(300 * time.Millisecond)
-	n := stopWriting()
-	if dups := checkOrder(t, e.consumed(10*n, 30*time.Second), wantEach(10, n)); dups != 0 {
-		t.Fatalf("%d duplicates", dups)
-	}
+	e.deliveredOnce(t, stopWriting)
 }
 
 // Cursor mode to CDC mode, with messages written throughout: refused while
@@ -213,11 +226,7 @@ func TestSwitch_CursorToCDC_NoLossNoDuplicates(t *testing.T) {
 	}
 	r := e.start(e.config(snk))
 	e.waitLeader(r, 20*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	n := stopWriting()
-	if dups := checkOrder(t, e.consumed(10*n, 30*time.Second), wantEach(10, n)); dups != 0 {
-		t.Fatalf("%d duplicates", dups)
-	}
+	n := e.deliveredOnce(t, stopWriting)
 	e.waitCount(outbox.StatusSent, int64(10*n), 10*time.Second)
 }
 
@@ -229,11 +238,7 @@ func TestSwitch_CursorToCDC_NoLossNoDuplicates(t *testing.T) {
 func TestSwitch_CDCToCursor_NoLossNoDuplicates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, broker.Config{})
-	snk := e.newSink(nil)
-	r := e.newRelay(e.config(snk))
-	e.waitLeader(r, 20*time.Second)
-	stopWriting := e.writeBackground(10, 20*time.Millisecond)
-	e.consumed(50, 30*time.Second)
+	r, snk, stopWriting := e.cdcWriting()
 	if err := e.store.EnableCursor(context.Background()); !errors.Is(err, pgstore.ErrCursorMode) ||
 		!strings.Contains(err.Error(), "outbox mode set cursor") {
 		t.Fatalf("EnableCursor in cdc mode = %v, want ErrCursorMode pointing at 'outbox mode set cursor'", err)
@@ -247,11 +252,7 @@ func TestSwitch_CDCToCursor_NoLossNoDuplicates(t *testing.T) {
 	}
 	stop := e.startPolling(snk)
 	defer stop()
-	time.Sleep(300 * time.Millisecond)
-	n := stopWriting()
-	if dups := checkOrder(t, e.consumed(10*n, 30*time.Second), wantEach(10, n)); dups != 0 {
-		t.Fatalf("%d duplicates", dups)
-	}
+	e.deliveredOnce(t, stopWriting)
 	var queued int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_messages WHERE status = 'QUEUED'`).Scan(&queued); err != nil || queued == 0 {
 		t.Fatalf("%d QUEUED messages (%v): cursor mode did not take the new messages", queued, err)
