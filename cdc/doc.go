@@ -10,11 +10,19 @@
 //
 // PostgreSQL needs wal_level = logical, and the relay's role the
 // REPLICATION attribute. Run the store's migrations ("outbox migrate"),
-// then:
+// switch the outbox to CDC mode ("outbox mode set cdc",
+// pgstore.Store.SetMode), then:
 //
 //	r, err := cdc.New(cdc.Config{Pool: pool, Sink: kafkaSink, Schema: "outbox"})
 //	...
 //	err = r.Run(ctx) // until ctx is done, or a fatal error such as ErrSlotLost
+//
+// The outbox records its relay mode (pgstore.Store.Mode). The relay checks
+// it each time it becomes the active relay for its slot, before it creates
+// or reads the slot, and stops with an error wrapping ErrNotCDCMode when it
+// is not cdc: the mode permits the slot, the relay creates it. Switching
+// the outbox out of CDC mode (pgstore.Store.SetMode) drops the slot, and is
+// refused while a relay streams from it.
 //
 // At start the relay creates, if absent, its three small tables in the
 // outbox schema (outbox_cdc_slots, outbox_cdc_deferred, outbox_cdc_leases),

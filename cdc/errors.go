@@ -27,4 +27,10 @@ var (
 	// walsender still streams from the slot after [RemoveWait]: a relay,
 	// or another client, still runs on it.
 	ErrSlotInUse = errors.New("cdc: replication slot in use")
+	// ErrNotCDCMode is wrapped by the error that stops the relay when the
+	// outbox is not in CDC mode (pgstore.Store.Mode): the relay checks it
+	// each time it becomes the active relay for its slot, before it
+	// creates or reads the slot. 'outbox mode set cdc'
+	// (pgstore.Store.SetMode) switches the outbox.
+	ErrNotCDCMode = errors.New("cdc: the outbox is not in cdc mode")
 )

@@ -7,3 +7,10 @@ func Abort(r *Relay) { r.abort() }
 // BatchesInFlight returns how many batches r has started (checked and
 // publishing, or awaiting their record) and not yet recorded.
 func BatchesInFlight(r *Relay) int64 { return r.batchesInFlight.Load() }
+
+// SetupLockKey is the key of the advisory lock that serialises the setup
+// of the relays of schema (a Relay of cfg's).
+func SetupLockKey(cfg Config) int64 {
+	r := &Relay{cfg: cfg.WithDefaults()}
+	return r.setupLockKey()
+}

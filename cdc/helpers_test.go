@@ -76,14 +76,27 @@ func newEnv(t testing.TB, bcfg broker.Config) *env {
 }
 
 // newEnvPartitioned is newEnv with the outbox table partitioned as p (the
-// zero value: a plain table).
+// zero value: a plain table). The outbox is in CDC mode.
 func newEnvPartitioned(t testing.TB, bcfg broker.Config, p pgstore.Partitioning) *env {
 	t.Helper()
 	e := newUnmigratedEnv(t, bcfg, p)
 	if err := e.store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	e.setMode(pgstore.ModeCDC)
 	return e
+}
+
+// setMode switches the test's outbox to mode m (pgstore.Store.SetMode).
+func (e *env) setMode(m pgstore.Mode) pgstore.ModeSwitch {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sw, err := e.store.SetMode(ctx, m, "test")
+	if err != nil {
+		e.t.Fatalf("SetMode(%s): %v", m, err)
+	}
+	return sw
 }
 
 // newUnmigratedEnv is newEnvPartitioned without the migrations: the
@@ -313,3 +326,26 @@ func (e *env) waitCount(status outbox.Status, want int64, within time.Duration) 
 }
 
 func fmtAgg(i int) string { return fmt.Sprintf("agg-%03d", i) }
+
+// holdSetup holds the advisory lock of the setup of cfg's relays, so that
+// none of them sets up (and checks the mode) until the returned func
+// releases it.
+func (e *env) holdSetup(cfg cdc.Config) (release func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key := cdc.SetupLockKey(cfg)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		conn.Release()
+		e.t.Fatal(err)
+	}
+	return func() {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+			e.t.Error(err)
+		}
+		conn.Release()
+	}
+}

@@ -236,7 +236,7 @@ func (r *Relay) stopped() error {
 func (r *Relay) Stopped() <-chan struct{} { return r.done }
 
 // Err returns the fatal error that stopped the relay (wrapping
-// [ErrSlotLost] or [ErrNotReady]), or nil. It is valid once Stopped is
+// [ErrSlotLost], [ErrNotReady] or [ErrNotCDCMode]), or nil. It is valid once Stopped is
 // closed.
 func (r *Relay) Err() error {
 	select {
@@ -341,6 +341,9 @@ func (r *Relay) session() error {
 		return err
 	}
 	defer r.endLead(lead)
+	if err := r.checkMode(r.runCtx); err != nil {
+		return err
+	}
 	start, err := r.setup(r.runCtx)
 	if err != nil {
 		return err

@@ -339,8 +339,8 @@ func TestSetup_WarnsWhenSlotWALIsUnlimited(t *testing.T) {
 
 // A relay started before the migrations waits for them instead of
 // stopping: it logs the missing tables with the fix once, not at every
-// retry, and after Migrate it says so, streams and publishes, without a
-// restart.
+// retry, and after Migrate (and the switch to CDC mode) it says so,
+// streams and publishes, without a restart.
 func TestSetup_UnmigratedSchema_WaitsAndGoesOnAfterMigrate(t *testing.T) {
 	t.Parallel()
 	e := newUnmigratedEnv(t, broker.Config{}, pgstore.Partitioning{})
@@ -361,9 +361,14 @@ func TestSetup_UnmigratedSchema_WaitsAndGoesOnAfterMigrate(t *testing.T) {
 		t.Fatalf("the missing tables are logged %d times, want once:\n%s", n, logs)
 	}
 
+	// The relay checks the mode once it found the tables: migrate and
+	// switch to CDC mode while its setup waits.
+	holdSetup := e.holdSetup(cfg)
 	if err := e.store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	e.setMode(pgstore.ModeCDC)
+	holdSetup()
 	e.waitLeader(r, 20*time.Second)
 	e.enqueue(seqMessage("a", 0))
 	checkOrder(t, e.consumed(1, 20*time.Second), map[string]int{"a": 1})

@@ -95,7 +95,7 @@ func (r *Relay) slotLost(slot slotState, reg slotRegistration) error {
 		"position cannot be read. Events in that WAL are still in the outbox table unless they were deleted. "+
 		"To recover: restart this relay with --recreate-slot (Config.RecreateSlot): it creates a new slot and "+
 		"first publishes every unsent message of the table, in order per aggregate, through the table path; "+
-		"or switch to the polling relay (outbox relay --mode polling). See docs/cdc.md, \"Slot loss\"",
+		"or switch the outbox to claim mode (outbox mode set claim). See docs/cdc.md, \"Slot loss\"",
 		ErrSlotLost, r.cfg.Slot, reg.lsn, reg.at.Format(time.RFC3339), how))
 }
 

@@ -66,3 +66,43 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return out
 }
+
+// The relay_mode gauge is 1 for the snapshot's mode and 0 for the others,
+// and absent when the mode is unknown.
+func TestMetrics_RelayModeGaugeExportsTheRecordedMode(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"claim", "cursor", "cdc", ""} {
+		reg := prometheus.NewRegistry()
+		snap := func(context.Context) (metrics.Snapshot, error) { return metrics.Snapshot{Mode: mode}, nil }
+		if err := metrics.NewTable(reg, snap, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "outbox_relay_mode" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+		want := map[string]float64{"claim": 0, "cursor": 0, "cdc": 0}
+		if mode == "" {
+			want = map[string]float64{}
+		} else {
+			want[mode] = 1
+		}
+		if len(got) != len(want) {
+			t.Errorf("mode %q: outbox_relay_mode = %v, want %v", mode, got, want)
+		}
+		for m, v := range want {
+			if got[m] != v {
+				t.Errorf("mode %q: outbox_relay_mode{mode=%q} = %v, want %v", mode, m, got[m], v)
+			}
+		}
+	}
+}

@@ -16,6 +16,7 @@
 //	messages{status}                   gauge     messages in the table by status
 //	oldest_unsent_age_seconds          gauge     age of the oldest PENDING, FAILED or IN_FLIGHT message (or unsent QUEUED one)
 //	blocked_aggregates                 gauge     aggregates whose head is a dead letter with messages waiting behind it
+//	relay_mode{mode}                   gauge     1 for the relay mode the outbox records (claim, cursor or cdc; 'outbox mode'), 0 for the others
 //	cursor_active                      gauge     1 while the outbox is in cursor mode (pgstore's EnableCursor)
 //	cursor_position                    gauge     the cursor's saved position: QUEUED messages up to this seq are sent
 //	cursor_leading                     gauge     1 while a relay holds the cursor's lease (reads and publishes QUEUED messages)
@@ -112,10 +113,18 @@ type Snapshot struct {
 	OldestUnsentAge time.Duration
 	// BlockedAggregates counts aggregates waiting behind a dead letter.
 	BlockedAggregates int64
+	// Mode is the relay mode the outbox records: claim, cursor or cdc
+	// (pgstore.Store.Mode, ops.CursorState.Mode). Empty exports no
+	// relay_mode gauge.
+	Mode string
 	// Cursor is the cursor of cursor mode; the zero value for an outbox
 	// in claim mode.
 	Cursor CursorSnapshot
 }
+
+// relayModes are the modes the relay_mode gauge always exports, 0 for
+// those the outbox is not in.
+var relayModes = []string{"claim", "cursor", "cdc"}
 
 // CursorSnapshot is the state of the cursor of cursor mode (ops.Stats'
 // Cursor) that the cursor_* gauges export.
@@ -146,9 +155,9 @@ type tableCollector struct {
 	fn      SnapshotFunc
 	timeout time.Duration
 
-	messages, oldest, blocked *prometheus.Desc
-	cursor                    []cursorGauge
-	errors                    prometheus.Counter
+	messages, oldest, blocked, mode *prometheus.Desc
+	cursor                          []cursorGauge
+	errors                          prometheus.Counter
 }
 
 // cursorGauge is one of the cursor_* gauges and how a snapshot gives its
@@ -201,7 +210,9 @@ func NewTable(reg prometheus.Registerer, fn SnapshotFunc, timeout time.Duration)
 		messages: prometheus.NewDesc("outbox_messages", "Messages in the outbox table by status.", []string{"status"}, nil),
 		oldest:   prometheus.NewDesc("outbox_oldest_unsent_age_seconds", "Age of the oldest PENDING, FAILED or IN_FLIGHT message, or QUEUED one above the cursor's position; 0 when none.", nil, nil),
 		blocked:  prometheus.NewDesc("outbox_blocked_aggregates", "Aggregates whose head is a dead letter with messages waiting behind it.", nil, nil),
-		cursor:   newCursorGauges(),
+		mode: prometheus.NewDesc("outbox_relay_mode", "1 for the relay mode the outbox records (claim, cursor or cdc), 0 for the others.",
+			[]string{"mode"}, nil),
+		cursor: newCursorGauges(),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outbox", Name: "scrape_errors_total",
 			Help: "Failed reads of the outbox table's state."}),
 	}
@@ -212,6 +223,7 @@ func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.oldest
 	ch <- c.blocked
+	ch <- c.mode
 	for _, g := range c.cursor {
 		ch <- g.desc
 	}
@@ -240,6 +252,11 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestUnsentAge.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(s.BlockedAggregates))
+	if s.Mode != "" {
+		for _, m := range relayModes {
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, boolGauge(m == s.Mode), m)
+		}
+	}
 	for _, g := range c.cursor {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value(s.Cursor))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // Every Kafka error code franz-go knows classes a dead letter by its name,
@@ -179,6 +180,9 @@ func (b *bundle) runCDC(t *testing.T) {
 			t.Logf("remove the CDC slot of %s: %v", b.schema, err)
 		}
 	})
+	if _, err := b.store.SetMode(testCtx(t), pgstore.ModeCDC, "test"); err != nil {
+		t.Fatal(err)
+	}
 	r, err := cdc.New(cdc.Config{Pool: b.pool, Sink: &recordingSink{}, Schema: b.schema,
 		StatusInterval: 100 * time.Millisecond, HeartbeatInterval: time.Second, StandbyInterval: 100 * time.Millisecond,
 		TablePathInterval: 100 * time.Millisecond, ShutdownTimeout: 5 * time.Second, Lease: 5 * time.Second,

@@ -7,18 +7,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// Mode is an outbox's relay mode.
-type Mode string
+// Mode is an outbox's relay mode, as the outbox records it
+// (pgstore.Store.Mode; 'outbox mode').
+type Mode = pgstore.Mode
 
-// The relay modes (see pgstore's EnableCursor).
+// The relay modes (see pgstore.Store.SetMode).
 const (
 	// ModeClaim: relays claim each message and mark it SENT (the default).
-	ModeClaim Mode = "claim"
+	ModeClaim = pgstore.ModeClaim
 	// ModeCursor: new messages are QUEUED, and one relay, the leader,
 	// reads them in seq order and keeps its place in outbox_cursor.
-	ModeCursor Mode = "cursor"
+	ModeCursor = pgstore.ModeCursor
+	// ModeCDC: one relay of package cdc reads the inserts from the WAL.
+	ModeCDC = pgstore.ModeCDC
 )
 
 // CursorState is the cursor of cursor mode and its lag, as [Ops.Cursor]
@@ -34,8 +39,13 @@ const (
 type CursorState struct {
 	// At is the database clock when the state was read.
 	At time.Time
-	// Mode is ModeCursor while cursor mode is on, else ModeClaim.
-	Mode Mode
+	// Mode is the outbox's relay mode, as it records it (ModeCursor while
+	// cursor mode is on); ModeSince is when the outbox entered it and
+	// ModeBy who switched it (both zero before migration 017, when the mode
+	// is derived; see pgstore.ModeState).
+	Mode      Mode
+	ModeSince time.Time
+	ModeBy    string
 	// Present is true once cursor mode was turned on: outbox_cursor has
 	// its row. It stays after DisableCursor (Mode is ModeClaim again), so
 	// that the QUEUED messages at or below Position still count as SENT.
@@ -89,6 +99,9 @@ func (o *Ops) Cursor(ctx context.Context) (CursorState, error) {
 	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
 		return CursorState{}, fmt.Errorf("ops: cursor: %w", o.dbErr(err))
 	}
+	if err := o.readMode(ctx, &c); err != nil {
+		return CursorState{}, fmt.Errorf("ops: cursor: %w", err)
+	}
 	if !c.Present {
 		return c, nil
 	}
@@ -127,14 +140,21 @@ func (o *Ops) queueCursor(b *pgx.Batch, c *CursorState) {
 			c.HandledHead, c.UnhandledRanges = h, int(unhandled)
 		}
 		c.Present = active != nil
-		c.Mode = ModeClaim
-		if deref(active) {
-			c.Mode = ModeCursor
-		}
 		c.Position, c.Leader = deref(position), deref(leader)
 		c.LeaseExpiresAt, c.SavedAt, c.EnabledAt = deref(leaseEnd), deref(saved), deref(enabled)
 		return nil
 	})
+}
+
+// readMode sets c's mode from the outbox's record (pgstore.Store.Mode), so
+// that every tool reports the mode the relays follow.
+func (o *Ops) readMode(ctx context.Context, c *CursorState) error {
+	m, err := o.store.Mode(ctx)
+	if err != nil {
+		return err
+	}
+	c.Mode, c.ModeSince, c.ModeBy = m.Mode, m.Since, m.By
+	return nil
 }
 
 // queueCursorLag queues stats_cursor_lag.sql, which fills c's lag above

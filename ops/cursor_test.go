@@ -69,6 +69,28 @@ func TestStats_ClaimModeReportsNoCursor(t *testing.T) {
 	}
 }
 
+// Stats and Cursor report the mode the outbox records, whichever it is,
+// with when it was entered and who switched.
+func TestStats_ReportTheRecordedMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, m := range []ops.Mode{ops.ModeCDC, ops.ModeCursor, ops.ModeClaim} {
+		if _, err := b.store.SetMode(testCtx(t), m, "carol"); err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.ops.Cursor(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := b.stats(t)
+		for what, got := range map[string]ops.CursorState{"Stats": s.Cursor, "Cursor": c} {
+			if got.Mode != m || got.ModeBy != "carol" || time.Since(got.ModeSince) > time.Minute {
+				t.Errorf("after SetMode(%s): %s reports mode %s since %s by %q", m, what, got.Mode, got.ModeSince, got.ModeBy)
+			}
+		}
+	}
+}
+
 // The QUEUED messages above the cursor's position are unsent: they count as
 // PENDING, their oldest sets the oldest unsent age, and they are the
 // cursor's lag.

@@ -103,10 +103,11 @@ type FailingEventType struct {
 	Failed, DeadLetter int64
 }
 
-// Stats reads a snapshot of the outbox in one round trip; a second one reads
-// the cursor's lag in cursor mode (with the position the first one read, so
-// that it is planned as the range scan it is), and counts SENT messages
-// when they must be counted exactly.
+// Stats reads a snapshot of the outbox in one round trip, then the relay
+// mode the outbox records (pgstore.Store.Mode) and the topics the relays
+// reported; a last one reads the cursor's lag in cursor mode (with the
+// position the first one read, so that it is planned as the range scan it
+// is), and counts SENT messages when they must be counted exactly.
 func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{Counts: make(map[outbox.Status]int64, len(Statuses))}
 	for _, st := range Statuses {
@@ -170,6 +171,9 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	})
 	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	if err := o.readMode(ctx, &s.Cursor); err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", err)
 	}
 	topics, err := o.topics(ctx)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/statuspage"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // In cursor mode the page shows the mode, the cursor's position, its leader
@@ -67,6 +68,26 @@ func TestStatusPage_ShowsClaimModeWithoutACursor(t *testing.T) {
 	o, _ := seed(t)
 	if page := getPage(t, serve(t, statuspage.Config{Ops: o})+"/"); !strings.Contains(page, `<span id="mode">claim</span>`) || strings.Contains(page, `id="cursor"`) {
 		t.Errorf("the page in claim mode:\n%s", page)
+	}
+}
+
+// The page shows the mode the outbox records, CDC mode too, since when and
+// who switched.
+func TestStatusPage_ShowsTheRecordedModeAndWhoSwitched(t *testing.T) {
+	t.Parallel()
+	pool, schema, st := migrated(t)
+	if _, err := st.SetMode(context.Background(), pgstore.ModeCDC, "dave@ops"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ops.New(pool, ops.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := getPage(t, serve(t, statuspage.Config{Ops: o})+"/")
+	for _, want := range []string{`<span id="mode">cdc</span>`, `switched by dave@ops`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
 	}
 }
 

@@ -49,6 +49,9 @@ func (r *runner) newScenario(ctx context.Context, tag string, poolSize int32) (*
 	if err == nil && r.cfg.Cursor {
 		err = st.EnableCursor(ctx)
 	}
+	if err == nil && r.cfg.Mode != ModePolling { // the CDC relay serves the steady and latency phases
+		_, err = st.SetMode(ctx, pgstore.ModeCDC, "outbox bench")
+	}
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("set up schema %s: %w", schema, err)

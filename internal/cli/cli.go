@@ -48,6 +48,7 @@ var commands = []func(*app) *cobra.Command{
 	newRelayCommand,
 	newBrokerCommand,
 	newMigrateCommand,
+	newModeCommand,
 	newCursorCommand,
 	newStatsCommand,
 	newDLQCommand,

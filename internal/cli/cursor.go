@@ -34,8 +34,11 @@ letters, replay and discard work as before.
   status    the mode, the position, when it was saved, the leader and its
             lease, and the lag (QUEUED messages above the position)
 
-Relays follow a switch by themselves within a few seconds; writers need
-nothing. 'outbox stats', 'cleanup', 'replay' and the partition maintenance
+enable and disable are 'outbox mode set cursor' and 'outbox mode set claim'
+(the same switch, recorded with the database role as who switched), except
+that enable refuses an outbox in CDC mode and disable does nothing outside
+cursor mode. Relays follow a switch by themselves within a few seconds;
+writers need nothing. 'outbox stats', 'cleanup', 'replay' and the partition maintenance
 count a QUEUED message as SENT or unsent by the position.`,
 		Example: `  outbox cursor enable
   outbox cursor status
@@ -58,8 +61,8 @@ per aggregate holds across the switch. It waits (at most five seconds) for
 the transactions enqueueing at that moment. It is idempotent.
 
 It is refused when 'outbox migrate' has not created outbox_cursor yet,
-when a CDC relay serves the outbox (remove its slot first), or when the
-seq sequence caches values.`,
+when the outbox is in CDC mode ('outbox mode set cursor' switches it), or
+when the seq sequence caches values.`,
 		Example: `  outbox cursor enable --schema outbox`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -146,8 +149,8 @@ func newCursorStatusCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the mode, the cursor's position, leader, lease and lag",
-		Long: `status prints the relay mode of the outbox in --schema (claim or cursor)
-and, once cursor mode was used, its cursor: the position (every QUEUED
+		Long: `status prints the relay mode of the outbox in --schema (claim, cursor or
+cdc, as 'outbox mode' shows it) and, once cursor mode was used, its cursor: the position (every QUEUED
 message at or below it is sent), when the leader last saved it, which
 relay leads and until when its lease runs, and the lag: the QUEUED
 messages above the position and the age of the oldest. The leader saves
@@ -198,7 +201,11 @@ func (a *app) openCursorTools(ctx context.Context, purpose string) (*ops.Ops, *p
 // printCursor writes the mode and, if cursor mode was used, the cursor, in
 // the layout of 'outbox stats'.
 func printCursor(w io.Writer, c ops.CursorState) {
-	fmt.Fprintf(w, "Mode:               %s\n", c.Mode)
+	fmt.Fprintf(w, "Mode:               %s", c.Mode)
+	if !c.ModeSince.IsZero() {
+		fmt.Fprintf(w, " (since %s, switched by %s)", c.ModeSince.UTC().Format(time.RFC3339), termSafe(c.ModeBy))
+	}
+	fmt.Fprintln(w)
 	if !c.Present {
 		return
 	}
@@ -231,6 +238,8 @@ func printCursor(w io.Writer, c ops.CursorState) {
 type cursorJSON struct {
 	At             time.Time  `json:"at"`
 	Mode           ops.Mode   `json:"mode"`
+	ModeSince      *time.Time `json:"modeSince"`
+	ModeBy         string     `json:"modeBy"`
 	Present        bool       `json:"present"`
 	Position       int64      `json:"position"`
 	SavedAt        *time.Time `json:"savedAt"`
@@ -247,7 +256,7 @@ type cursorJSON struct {
 }
 
 func newCursorJSON(c ops.CursorState) cursorJSON {
-	return cursorJSON{At: c.At, Mode: c.Mode, Present: c.Present, Position: c.Position,
+	return cursorJSON{At: c.At, Mode: c.Mode, ModeSince: timePtr(c.ModeSince), ModeBy: c.ModeBy, Present: c.Present, Position: c.Position,
 		SavedAt: timePtr(c.SavedAt), EnabledAt: timePtr(c.EnabledAt), Leader: c.Leader, Leading: c.Leading,
 		LeaseExpiresAt: timePtr(c.LeaseExpiresAt), HandledHead: c.HandledHead, UnhandledRanges: c.UnhandledRanges,
 		LagMessages:    c.LagMessages,

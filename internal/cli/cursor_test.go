@@ -61,7 +61,7 @@ func TestCursorEnable_RefusalExitsWithTheError(t *testing.T) {
 	f := newOpsFixture(t)
 	f.exec(t, "ALTER SEQUENCE {{schema}}.outbox_messages_seq_seq CACHE 10")
 	res := f.mustRun(t, exitError, "cursor", "enable")
-	if !strings.Contains(res.stderr, "pgstore: cursor mode") || !strings.Contains(res.stderr, "CACHE 1") {
+	if !strings.Contains(res.stderr, "pgstore: enable cursor mode") || !strings.Contains(res.stderr, "CACHE 1") {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
 	if out := f.mustRun(t, exitOK, "cursor", "status").stdout; !strings.Contains(out, "Mode:               claim") {
@@ -155,7 +155,8 @@ func TestCursorDisable_RefusedWhileARelayLeads(t *testing.T) {
 	f.queue(t, 2, 0)
 	f.lead(t, "relay-3")
 	res := f.mustRun(t, exitError, "cursor", "disable")
-	if !strings.Contains(res.stderr, "pgstore: cursor mode") || !strings.Contains(res.stderr, `relay "relay-3" leads the cursor`) {
+	if !strings.Contains(res.stderr, "pgstore: disable cursor mode") || !strings.Contains(res.stderr, `relay "relay-3" leads the cursor`) ||
+		!strings.Contains(res.stderr, "stop the relays first") {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
 	if res.stdout != "" {

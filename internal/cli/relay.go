@@ -149,10 +149,14 @@ with status 0.
 Run 'outbox migrate' first. Events without a topic go to the --topic-route of
 their aggregate type, or else to --default-topic.
 
-With --mode cdc the relay reads the outbox inserts from the WAL by logical
-replication instead of polling (PostgreSQL needs wal_level=logical): same
-events, same Kafka records, lower latency. One relay per --slot streams, the
-others wait as standbys. See docs/cdc.md.`,
+The relay runs the mode the outbox records ('outbox mode'): claim (the
+default: every relay claims and marks), cursor (one relay leads a cursor;
+the others stand by) or cdc (the relay reads the outbox inserts from the WAL
+by logical replication instead of polling; PostgreSQL needs
+wal_level=logical; one relay per --slot streams, the others wait as
+standbys; see docs/cdc.md). With --mode claim, cursor or cdc it refuses to
+start when the outbox records another mode, naming both and the switch
+('outbox mode set').`,
 		Example: `  # Against a local 'outbox broker' (it creates topics on first use):
   outbox relay --database-url postgres://app@localhost:5432/app
 
@@ -163,7 +167,7 @@ others wait as standbys. See docs/cdc.md.`,
   export OUTBOX_KAFKA_SASL_USERNAME=relay OUTBOX_KAFKA_SASL_PASSWORD=...
   outbox relay --topic-route Order=orders --topic-route Payment=payments
 
-  # Change data capture instead of polling:
+  # Change data capture instead of polling (once 'outbox mode set cdc'):
   outbox relay --mode cdc --topic-route Order=orders`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -179,7 +183,10 @@ others wait as standbys. See docs/cdc.md.`,
 
 // runRelay checks every setting before it touches the network, then runs
 // the relay until the command's context is done.
-func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags) error {
+// It runs pgstore's relay, which follows claim and cursor mode by itself;
+// for an outbox in CDC mode it returns errRecordedCDC, or refuses (see
+// checkMode).
+func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags, cf *cdcFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
 		return err
@@ -231,6 +238,9 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		return err
 	}
 	if ctx.Err() == nil {
+		if err := a.checkMode(ctx, st, cf, false); err != nil {
+			return err
+		}
 		if err := r.Run(ctx); err != nil {
 			return fmt.Errorf("relay %s: %w", r.ID(), err)
 		}

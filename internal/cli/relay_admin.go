@@ -44,6 +44,9 @@ type adminFlags struct {
 	// an address that cannot be bound is then an error, where the default
 	// one only turns the endpoint off.
 	addrGiven bool
+	// cdcRelay is set when the relay is the CDC relay, for the readiness
+	// check of the mode (modeReady).
+	cdcRelay bool
 }
 
 func addAdminFlags(fs *pflag.FlagSet, f *adminFlags) {
@@ -212,6 +215,7 @@ func (a *app) newAdminServer(f *adminFlags, pool *pgxpool.Pool, snk *kafka.Sink,
 		"outbox":   o.CheckMigrated, // the tables exist: not before 'outbox migrate'
 		"kafka":    snk.Ping,
 		"topics":   func(context.Context) error { return topicsReady(snk.Topics()) },
+		"mode":     modeReady(a.schema, stats, f.cdcRelay),
 	}})
 	if err != nil {
 		return nil, nil, relay.Hooks{}, &usageError{fmt.Errorf("--metrics-addr: %w", err)}
@@ -259,7 +263,8 @@ func newAdminRegistry(stats *ops.StatsCache, extra func(prometheus.Registerer) e
 
 // metricsSnapshot is what the table gauges export of s.
 func metricsSnapshot(s ops.Stats) metrics.Snapshot {
-	m := metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates}
+	m := metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates,
+		Mode: string(s.Cursor.Mode)}
 	if c := s.Cursor; c.Present {
 		m.Cursor = metrics.CursorSnapshot{Active: c.Mode == ops.ModeCursor, Position: c.Position, Leading: c.Leading,
 			SavedAge: max(c.At.Sub(c.SavedAt), 0), LagMessages: c.LagMessages, LagAge: c.LagAge}
@@ -301,6 +306,28 @@ func (a *app) reportTopics(ctx context.Context, pool *pgxpool.Pool, snk *kafka.S
 		}
 	}()
 	return func() { <-done }, nil
+}
+
+// modeReady is the readiness check of the relay's mode: not ready, saying
+// what to do, while the outbox records a mode this relay does not serve
+// (it was switched while the relay ran). It reads the shared statistics
+// snapshot; when that fails, the database and outbox checks say why.
+func modeReady(schema string, stats *ops.StatsCache, cdcRelay bool) admin.Check {
+	return func(ctx context.Context) error {
+		s, err := stats.Stats(ctx)
+		if err != nil {
+			return nil
+		}
+		switch m := s.Cursor.Mode; {
+		case cdcRelay && m != ops.ModeCDC:
+			return fmt.Errorf("the outbox in schema %s is in %s mode, not cdc: stop this CDC relay and run the relays of %s mode ('outbox relay' without --mode)",
+				schema, m, m)
+		case !cdcRelay && m == ops.ModeCDC:
+			return fmt.Errorf("the outbox in schema %s is in cdc mode: restart this relay without --mode to run the CDC relay (it goes on claiming meanwhile, which is safe)",
+				schema)
+		}
+		return nil
+	}
 }
 
 // topicsReady is the readiness of the topics: an error naming each topic

@@ -17,12 +17,18 @@ import (
 	"github.com/outbox-dev/outbox/internal/memo"
 	"github.com/outbox-dev/outbox/metrics"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// Relay modes (--mode).
+// Relay modes (--mode), besides pgstore's claim, cursor and cdc.
 const (
+	// modeRecorded, the default, runs the mode the outbox records.
+	modeRecorded = ""
+	// modePolling runs pgstore's relay, which follows claim and cursor
+	// mode by itself: the --mode of releases before the outbox recorded
+	// its mode.
 	modePolling = "polling"
-	modeCDC     = "cdc"
+	modeCDC     = string(pgstore.ModeCDC)
 )
 
 // cdcFlags are the relay command's flags for CDC mode.
@@ -34,13 +40,16 @@ type cdcFlags struct {
 	cleanup      string
 	maxInFlight  int
 	maxInFlightB int64
+
+	// given names a flag of cdcOnlyFlags that was given, if any.
+	given string
 }
 
 // cdcOnlyFlags are the flags that mean something only with --mode cdc.
 var cdcOnlyFlags = []string{"slot", "publication", "recreate-slot", "cdc-cleanup", "cdc-max-in-flight", "cdc-max-in-flight-bytes"}
 
 func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
-	fs.StringVar(&c.mode, "mode", modePolling, "`mode`: polling (claim events from the outbox table) or cdc (read the outbox inserts from the WAL by logical replication; see docs/cdc.md)")
+	fs.StringVar(&c.mode, "mode", modeRecorded, "`mode` the relay must run in: claim, cursor or cdc (read the outbox inserts from the WAL by logical replication; see docs/cdc.md); polling means claim or cursor. The relay refuses to start when the outbox records another mode ('outbox mode'). Default: the mode the outbox records")
 	fs.StringVar(&c.slot, "slot", "", "cdc mode: logical replication slot `name`, created if absent (default outbox_<schema>)")
 	fs.StringVar(&c.publication, "publication", "", "cdc mode: publication `name` on the outbox table, created if absent (default the slot's name)")
 	fs.BoolVar(&c.recreateSlot, "recreate-slot", false, "cdc mode: if the recorded slot was lost, create a new one; events still unsent in the table are sent first (see docs/cdc.md)")
@@ -49,45 +58,111 @@ func addCDCFlags(fs *pflag.FlagSet, c *cdcFlags) {
 	fs.Int64Var(&c.maxInFlightB, "cdc-max-in-flight-bytes", cdc.DefaultMaxInFlightBytes, "cdc mode: most `bytes` of events (payload, headers, keys) held from the WAL reader to their record; the process needs about 2 × (this + 8 × the largest event) + 64 MiB (see docs/cdc.md, Memory)")
 }
 
-// runRelayMode runs the relay in the mode --mode names.
-func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
-	af.addrGiven = changed(cmd.Flags(), "metrics-addr")
-	switch cf.mode {
-	case modePolling:
-		for _, name := range cdcOnlyFlags {
-			if changed(cmd.Flags(), name) {
-				return flagError(name, "applies only to --mode cdc")
-			}
-		}
-		return a.runRelay(cmd, rf, kf, af)
-	case modeCDC:
-		return a.runRelayCDC(cmd, rf, kf, cf, af)
-	}
-	return flagError("mode", "must be polling or cdc, not %q", cf.mode)
-}
-
-// runRelayCDC checks every setting before it touches the network, then runs
-// the CDC relay until the command's context is done or a fatal error (a
-// lost slot) stops it.
-func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
-	ctx := cmd.Context()
-	if err := rf.check(); err != nil {
-		return err
-	}
+// check applies cdc.Config's rules to the flags' values, so that an error
+// names the flag, and returns --cdc-cleanup's value.
+func (c *cdcFlags) check() (cdc.Cleanup, error) {
 	var cleanup cdc.Cleanup
-	switch cf.cleanup {
+	switch c.cleanup {
 	case cdc.CleanupMarkSent.String():
 		cleanup = cdc.CleanupMarkSent
 	case cdc.CleanupDelete.String():
 		cleanup = cdc.CleanupDelete
 	default:
-		return flagError("cdc-cleanup", "must be mark-sent or delete, not %q", cf.cleanup)
+		return 0, flagError("cdc-cleanup", "must be mark-sent or delete, not %q", c.cleanup)
 	}
-	if cf.maxInFlight < 0 {
-		return flagError("cdc-max-in-flight", "must be 0 (4 × --batch-size) or more, not %d", cf.maxInFlight)
+	if c.maxInFlight < 0 {
+		return 0, flagError("cdc-max-in-flight", "must be 0 (4 × --batch-size) or more, not %d", c.maxInFlight)
 	}
-	if cf.maxInFlightB < 1 {
-		return flagError("cdc-max-in-flight-bytes", "must be at least 1, not %d", cf.maxInFlightB)
+	if c.maxInFlightB < 1 {
+		return 0, flagError("cdc-max-in-flight-bytes", "must be at least 1, not %d", c.maxInFlightB)
+	}
+	return cleanup, nil
+}
+
+// runRelayMode runs the relay in the mode the outbox records, which --mode,
+// if given, must name: pgstore's relay in claim and cursor mode, the CDC
+// relay in CDC mode.
+func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
+	af.addrGiven = changed(cmd.Flags(), "metrics-addr")
+	switch cf.mode {
+	case modeCDC:
+		return a.runRelayCDC(cmd, rf, kf, cf, af)
+	case modeRecorded, modePolling, string(pgstore.ModeClaim), string(pgstore.ModeCursor):
+	default:
+		return flagError("mode", "must be claim, cursor or cdc (or polling: claim or cursor), not %q", cf.mode)
+	}
+	for _, name := range cdcOnlyFlags {
+		if changed(cmd.Flags(), name) {
+			cf.given = name
+		}
+	}
+	if cf.given != "" && cf.mode != modeRecorded {
+		return flagError(cf.given, "applies only to --mode cdc")
+	}
+	if _, err := cf.check(); err != nil { // for the CDC relay, if the outbox is in CDC mode
+		return err
+	}
+	err := a.runRelay(cmd, rf, kf, af, cf)
+	if !errors.Is(err, errRecordedCDC) {
+		return err
+	}
+	a.logger.Info("the outbox is in cdc mode: running the CDC relay", slog.String("schema", a.schema))
+	return a.runRelayCDC(cmd, rf, kf, cf, af)
+}
+
+// errRecordedCDC is runRelay's error for an outbox in CDC mode when --mode
+// was not given: runRelayMode runs the CDC relay instead.
+var errRecordedCDC = errors.New("the outbox is in cdc mode")
+
+// checkMode reads the mode the outbox records and refuses, naming both
+// modes and the fix, when --mode names another (a flag of CDC mode given
+// without --mode is ignored, with a warning, outside CDC mode); it returns errRecordedCDC when --mode was not
+// given, the outbox is in CDC mode and pgstore's relay (not cdcRelay) was
+// started. Without outbox tables it lets the relay start (and wait for
+// them): a new outbox is in claim mode, and the CDC relay checks the mode
+// itself once the tables exist.
+func (a *app) checkMode(ctx context.Context, st *pgstore.Store, cf *cdcFlags, cdcRelay bool) error {
+	want := cf.mode
+	m, err := st.Mode(ctx)
+	if errors.Is(err, pgstore.ErrNotMigrated) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	got := string(m.Mode)
+	conflict := want != modeRecorded && want != got && (want != modePolling || m.Mode == pgstore.ModeCDC)
+	switch {
+	case conflict && want == modePolling:
+		return fmt.Errorf("the outbox in schema %s is in cdc mode, and --mode polling runs claim or cursor mode; "+
+			"run 'outbox mode set claim' to switch, or start the relay without --mode", st.Schema())
+	case conflict:
+		return fmt.Errorf("the outbox in schema %s is in %s mode, not %s; run 'outbox mode set %s' to switch, "+
+			"or start the relay without --mode", st.Schema(), got, want, want)
+	case m.Mode == pgstore.ModeCDC && !cdcRelay:
+		return errRecordedCDC
+	case m.Mode != pgstore.ModeCDC && cdcRelay && want == modeRecorded:
+		return fmt.Errorf("the outbox in schema %s switched to %s mode while the relay started; start it again", st.Schema(), got)
+	}
+	if cf.given != "" && !cdcRelay {
+		a.logger.Warn("a flag of CDC mode is ignored: the outbox is in "+got+" mode", slog.String("flag", "--"+cf.given))
+	}
+	a.logger.Info("relay mode", slog.String("mode", got), slog.Bool("recorded", m.Recorded),
+		slog.Time("since", m.Since), slog.String("by", m.By))
+	return nil
+}
+
+// runRelayCDC checks every setting before it touches the network, then runs
+// the CDC relay until the command's context is done or a fatal error (a
+// lost slot, an outbox not in CDC mode) stops it.
+func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
+	ctx := cmd.Context()
+	if err := rf.check(); err != nil {
+		return err
+	}
+	cleanup, err := cf.check()
+	if err != nil {
+		return err
 	}
 	if _, err := kf.config(a.logger); err != nil {
 		return err
@@ -155,6 +230,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		l, err := r.Lag(ctx)
 		return metrics.SlotLag{Bytes: l.Bytes, Age: l.Age, Active: l.Active}, err
 	}, statsInterval, 5*time.Second)
+	af.cdcRelay = true
 	adm, err := a.startAdmin(ctx, af, pool, snk, r.ID(), func(reg prometheus.Registerer) error {
 		return metrics.NewSlotLag(reg, r.Slot(), lag.Get)
 	})
@@ -178,6 +254,13 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		return err
 	}
 	if ctx.Err() == nil {
+		st, err := a.newStore(pool)
+		if err != nil {
+			return err
+		}
+		if err := a.checkMode(ctx, st, cf, true); err != nil {
+			return err
+		}
 		if err := r.Run(ctx); err != nil {
 			return fmt.Errorf("relay %s: %w", r.ID(), err)
 		}

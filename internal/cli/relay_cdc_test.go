@@ -14,14 +14,15 @@ func TestRelayCDC_BadSettingFailsNamingTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--mode", "wal"}, "--mode must be polling or cdc"},
-		{[]string{"--slot", "s"}, "--slot applies only to --mode cdc"},
-		{[]string{"--recreate-slot"}, "--recreate-slot applies only to --mode cdc"},
+		{[]string{"--mode", "wal"}, "--mode must be claim, cursor or cdc"},
+		{[]string{"--mode", "claim", "--slot", "s"}, "--slot applies only to --mode cdc"},
+		{[]string{"--mode", "polling", "--recreate-slot"}, "--recreate-slot applies only to --mode cdc"},
+		{[]string{"--cdc-cleanup", "truncate"}, "--cdc-cleanup must be mark-sent or delete"},
 		{[]string{"--mode", "cdc", "--slot", "Bad-Slot"}, "--slot is not usable"},
 		{[]string{"--mode", "cdc", "--publication", "a'b"}, "--publication is not usable"},
 		{[]string{"--mode", "cdc", "--cdc-cleanup", "truncate"}, "--cdc-cleanup must be mark-sent or delete"},
 		{[]string{"--mode", "cdc", "--batch-size", "0"}, "--batch-size must be at least 1"},
-		{[]string{"--cdc-max-in-flight", "10"}, "--cdc-max-in-flight applies only to --mode cdc"},
+		{[]string{"--mode", "cursor", "--cdc-max-in-flight", "10"}, "--cdc-max-in-flight applies only to --mode cdc"},
 		{[]string{"--mode", "cdc", "--cdc-max-in-flight", "-1"}, "--cdc-max-in-flight must be 0"},
 		{[]string{"--mode", "cdc", "--cdc-max-in-flight-bytes", "0"}, "--cdc-max-in-flight-bytes must be at least 1"},
 	} {

@@ -96,6 +96,7 @@ func testDatabaseAwayAtStart(t *testing.T, mode string) {
 	f := newOpsFixture(t)
 	if mode == modeCDC {
 		t.Cleanup(func() { dropSlot(t, f) })
+		f.mustRun(t, exitOK, "mode", "set", "cdc")
 	}
 	f.enqueue(t, 20)
 	proxy := pgtest.NewProxy(t)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -70,9 +72,21 @@ func testRelayBeforeMigrate(t *testing.T, mode string) {
 		t.Errorf("the relay's log does not say %s:\n%s", fix, stderr)
 	}
 
+	release := func() {}
+	if mode == modeCDC {
+		// The CDC relay checks the mode once it found the tables: migrate
+		// and switch while its setup waits.
+		release = holdCDCSetup(t, pool, schema)
+	}
 	if res := runCLI(t, env, "migrate"); res.code != exitOK {
 		t.Fatalf("migrate: exit %d, stderr:\n%s", res.code, res.stderr)
 	}
+	if mode == modeCDC {
+		if res := runCLI(t, env, "mode", "set", "cdc"); res.code != exitOK {
+			t.Fatalf("mode set cdc: exit %d, stderr:\n%s", res.code, res.stderr)
+		}
+	}
+	release()
 	deadline := time.Now().Add(30 * time.Second)
 	for code, checks = readyz(t, base); code != http.StatusOK; code, checks = readyz(t, base) {
 		if time.Now().After(deadline) {
@@ -97,6 +111,32 @@ func testRelayBeforeMigrate(t *testing.T, mode string) {
 	stop()
 	if code := exitCode(t, done, stderr); code != exitOK {
 		t.Fatalf("relay exited with %d, want 0; stderr:\n%s", code, stderr)
+	}
+}
+
+// holdCDCSetup holds the advisory lock that serialises the setup of the CDC
+// relays of schema (cdc's setupLockKey: FNV-1a of "outbox.cdc.setup:" and
+// the schema), so that none sets up, or checks the mode, until the
+// returned func releases it.
+func holdCDCSetup(t *testing.T, pool *pgxpool.Pool, schema string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("outbox.cdc.setup:" + schema))
+	key := int64(h.Sum64())
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		conn.Release()
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+			t.Error(err)
+		}
+		conn.Release()
 	}
 }
 

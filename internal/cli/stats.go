@@ -30,7 +30,8 @@ func newStatsCommand(a *app) *cobra.Command {
   - the blocked aggregates: aggregates whose first unsent message is a dead
     letter with later messages waiting behind it (see 'outbox dlq');
   - the event types with the most FAILED and DEAD_LETTER messages;
-  - the relay mode (claim or cursor) and, in cursor mode, the cursor: its
+  - the relay mode (claim, cursor or cdc, since when, who switched; see
+    'outbox mode') and, in cursor mode, the cursor: its
     position, when it was saved, its leader and lease, and its lag (see
     'outbox cursor').
 

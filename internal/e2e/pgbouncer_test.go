@@ -665,6 +665,7 @@ func TestPgBouncer_CDCRelay_FailsClearly(t *testing.T) {
 	t.Parallel()
 	e := newBouncerEnv(t, "exec")
 	e.migrate()
+	e.outbox("mode", "set", "cdc")
 	p := start(t, e.env(), "relay", "--mode", "cdc")
 	select {
 	case <-p.exited:

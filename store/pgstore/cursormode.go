@@ -19,35 +19,20 @@ import (
 // claim, and a relay in claim mode follows within a few seconds. Writers
 // need nothing either (the status column's default changes).
 //
-// It runs in one transaction that waits, for at most five seconds, for the
-// transactions that are enqueueing right now (see queries/cursor_enable.sql).
-// It is idempotent. It fails with an error wrapping [ErrCursorMode] when
-// the outbox lacks a migration cursor mode needs (010 to 012: the cursor's
-// table and columns, and the trigger that gives every inserting
-// transaction its id before its seqs), when a CDC relay serves the
-// outbox (package cdc reads PENDING inserts), or when the seq sequence
-// caches values (ALTER SEQUENCE ... CACHE 1 restores the default).
+// It is [Store.SetMode] to [ModeCursor] (it records the mode, with the
+// database role as who switched), but for an outbox in CDC mode, which it
+// refuses as it always did: SetMode leaves CDC mode. It runs in one
+// transaction that waits, for at most five seconds, for the transactions
+// that are enqueueing right now (see queries/cursor_enable.sql). It is
+// idempotent. It fails with an error wrapping [ErrCursorMode] (and
+// [ErrModeSwitch]) when the outbox lacks a migration cursor mode needs
+// (010 to 012: the cursor's table and columns, and the trigger that gives
+// every inserting transaction its id before its seqs), when a CDC relay
+// serves the outbox (package cdc reads PENDING inserts), or when the seq
+// sequence caches values (ALTER SEQUENCE ... CACHE 1 restores the default).
 func (s *Store) EnableCursor(ctx context.Context) error {
-	return s.switchMode(ctx, true, func(ctx context.Context, tx pgx.Tx, c modeCheck) error {
-		if c.active {
-			return nil
-		}
-		if c.cdcTable {
-			var slot string
-			err := tx.QueryRow(ctx, "SELECT slot_name FROM "+pgx.Identifier{s.cfg.Schema, "outbox_cdc_slots"}.Sanitize()+" LIMIT 1").Scan(&slot)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-			case err != nil:
-				return fmt.Errorf("look for a CDC relay: %w", err)
-			default:
-				return fmt.Errorf("%w: the CDC relay's slot %q serves this outbox; remove it first (cdc.Remove)", ErrCursorMode, slot)
-			}
-		}
-		if _, err := tx.Exec(ctx, s.q.cursorEnable); err != nil {
-			return fmt.Errorf("switch: %w", err)
-		}
-		return nil
-	})
+	_, err := s.setMode(ctx, switchRequest{to: ModeCursor, alias: "enable"})
+	return err
 }
 
 // DisableCursor turns cursor mode off: messages enqueued from now on are
@@ -55,29 +40,15 @@ func (s *Store) EnableCursor(ctx context.Context) error {
 // passed become PENDING. It returns how many did. The cursor row stays
 // (inactive) so that QUEUED messages at or below its position still count
 // as sent. Stop the relays first: it fails with an error wrapping
-// [ErrCursorMode] while a relay leads the cursor, since that relay may be
-// publishing messages that would then be claimed too. It is idempotent.
+// [ErrCursorMode] (and [ErrModeSwitch]) while a relay leads the cursor,
+// since that relay may be publishing messages that would then be claimed
+// too. It is idempotent.
+//
+// It is [Store.SetMode] to [ModeClaim] for an outbox in cursor mode, and
+// does nothing in another mode.
 func (s *Store) DisableCursor(ctx context.Context) (int64, error) {
-	var moved int64
-	err := s.switchMode(ctx, false, func(ctx context.Context, tx pgx.Tx, c modeCheck) error {
-		if !c.active {
-			return nil
-		}
-		if c.leader != nil {
-			return fmt.Errorf("%w: relay %q leads the cursor until %s; stop the relays first",
-				ErrCursorMode, *c.leader, c.leaderUntil.Format(time.RFC3339))
-		}
-		if _, err := tx.Exec(ctx, s.q.cursorDisable); err != nil {
-			return fmt.Errorf("switch: %w", err)
-		}
-		tag, err := tx.Exec(ctx, s.q.cursorUnqueue)
-		if err != nil {
-			return fmt.Errorf("move unsent QUEUED messages to PENDING: %w", err)
-		}
-		moved = tag.RowsAffected()
-		return nil
-	})
-	return moved, err
+	sw, err := s.setMode(ctx, switchRequest{to: ModeClaim, alias: "disable"})
+	return sw.Requeued, err
 }
 
 // modeCheck is what queries/cursor_check.sql reads.
@@ -89,49 +60,105 @@ type modeCheck struct {
 	cdcTable    bool // outbox_cdc_slots exists
 }
 
-// switchMode runs fn in a transaction that holds the migration lock (so
-// that it does not race Migrate or another switch), after the checks both
-// directions share.
-func (s *Store) switchMode(ctx context.Context, enable bool, fn func(context.Context, pgx.Tx, modeCheck) error) error {
-	what := "disable"
-	if enable {
-		what = "enable"
+// switchState is what a switch starts from.
+type switchState struct {
+	modeCheck
+	tables modeTables
+	from   Mode
+}
+
+// switchState checks the migrations the switch needs and reads the mode
+// the outbox is in, locking its record (queries/mode_lock.sql).
+func (s *Store) switchState(ctx context.Context, tx pgx.Tx, req switchRequest) (switchState, error) {
+	var st switchState
+	var missing int
+	if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
+		return st, fmt.Errorf("check: %w", err)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.migrateLock, s.migrateLockKey()); err != nil {
-			return fmt.Errorf("take advisory lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
-			return err
-		}
-		var (
-			c      modeCheck
-			active *bool
-			until  *time.Time
-		)
-		var missing int
-		if err := tx.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
-			return fmt.Errorf("check: %w", err)
-		}
-		if missing == 1 {
-			return noTables(s.cfg.Schema, nil)
-		}
-		// Disabling needs no trigger: the outbox goes back to claim mode.
-		if missing != 0 && (enable || missing < 12) {
-			return fmt.Errorf("%w: the outbox in schema %s lacks migration %03d; run Migrate ('outbox migrate') first", ErrCursorMode, s.cfg.Schema, missing)
-		}
-		if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
-			return fmt.Errorf("check: %w", err)
-		}
-		c.active, c.leaderUntil = deref(active), deref(until)
-		if enable && c.seqCache != nil && *c.seqCache != 1 {
-			return fmt.Errorf("%w: the seq sequence of %s.outbox_messages caches %d values; cursor mode needs CACHE 1",
-				ErrCursorMode, s.cfg.Schema, *c.seqCache)
-		}
-		return fn(ctx, tx, c)
-	})
+	if missing == 1 {
+		return st, noTables(s.cfg.Schema, nil)
+	}
+	// Leaving cursor mode needs no trigger: the outbox goes back to claims.
+	if missing != 0 && (req.to == ModeCursor || missing < 12) {
+		return st, refuse("the outbox in schema %s lacks migration %03d; run Migrate ('outbox migrate') first", s.cfg.Schema, missing)
+	}
+	var err error
+	if st.tables, err = s.modeTables(ctx, tx); err != nil {
+		return st, err
+	}
+	if !st.tables.modeTable && req.alias == "" {
+		return st, refuse("the outbox in schema %s lacks migration 017 (the record of its relay mode); run Migrate ('outbox migrate') first", s.cfg.Schema)
+	}
+	var active *bool
+	var until *time.Time
+	if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &st.leader, &until, &st.seqCache, &st.cdcTable); err != nil {
+		return st, fmt.Errorf("check: %w", err)
+	}
+	st.active, st.leaderUntil = deref(active), deref(until)
+	if !st.tables.modeTable {
+		st.from, err = s.derivedMode(ctx, tx, st.tables)
+		return st, err
+	}
+	err = tx.QueryRow(ctx, s.modeSQL("mode_lock.sql")).Scan(&st.from)
+	if errors.Is(err, pgx.ErrNoRows) { // the row was deleted: derive it, and record it again
+		st.from, err = s.derivedMode(ctx, tx, st.tables)
+	}
 	if err != nil {
-		return fmt.Errorf("pgstore: %s cursor mode: %w", what, s.explain(err))
+		return st, fmt.Errorf("read the mode: %w", err)
+	}
+	return st, nil
+}
+
+// leaveMode takes the steps out of st.from, and returns the CDC slots to
+// drop once everything else is done.
+func (s *Store) leaveMode(ctx context.Context, tx pgx.Tx, st switchState, sw *ModeSwitch) ([]cdcSlot, error) {
+	switch st.from {
+	case ModeCursor:
+		if st.leader != nil {
+			return nil, refuse("relay %q leads the cursor until %s; stop the relays first, then switch",
+				*st.leader, st.leaderUntil.Format(time.RFC3339))
+		}
+		if _, err := tx.Exec(ctx, s.q.cursorDisable); err != nil {
+			return nil, fmt.Errorf("switch: %w", err)
+		}
+		tag, err := tx.Exec(ctx, s.q.cursorUnqueue)
+		if err != nil {
+			return nil, fmt.Errorf("move unsent QUEUED messages to PENDING: %w", err)
+		}
+		sw.Requeued = tag.RowsAffected()
+	case ModeCDC:
+		if st.tables.cdcSlots {
+			return s.leaveCDC(ctx, tx)
+		}
+	}
+	return nil, nil
+}
+
+// enterMode takes the steps into mode to, after leaveMode.
+func (s *Store) enterMode(ctx context.Context, tx pgx.Tx, st switchState, to Mode) error {
+	switch to {
+	case ModeCursor:
+		if st.seqCache != nil && *st.seqCache != 1 {
+			return refuse("the seq sequence of %s.outbox_messages caches %d values; cursor mode needs CACHE 1",
+				s.cfg.Schema, *st.seqCache)
+		}
+		if st.from != ModeCDC && st.cdcTable {
+			slots, err := s.cdcSlots(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if len(slots) > 0 {
+				return refuse("the CDC relay's slot %q serves this outbox; remove it first (cdc.Remove)", slots[0].name)
+			}
+		}
+		if _, err := tx.Exec(ctx, s.q.cursorEnable); err != nil {
+			return fmt.Errorf("switch: %w", err)
+		}
+	case ModeCDC:
+		if st.tables.walLevel != "logical" {
+			return refuse("CDC mode needs wal_level = logical, not %s (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL)",
+				st.tables.walLevel)
+		}
 	}
 	return nil
 }

@@ -86,6 +86,12 @@
 //     (acknowledged records, and whether a topic can take records),
 //     written every few seconds by the relay command (ops.ReportTopics) and
 //     read by ops.Stats (migration 013).
+//   - outbox_relay_mode: the outbox's relay mode, in one row (migration
+//     017): claim, cursor or cdc, since when and who switched. [Store.Mode]
+//     reads it and [Store.SetMode] switches it, with the steps each pair of
+//     modes needs; EnableCursor and DisableCursor are that switch too. A
+//     trigger on outbox_cursor keeps it and outbox_cursor.active, which the
+//     relays read, in agreement.
 //   - outbox_migrations: the applied migration versions.
 //   - A statement-level AFTER INSERT trigger on outbox_messages that runs
 //     pg_notify on channel "outbox_<schema>" while some relay is registered

@@ -1,0 +1,268 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store/pgstore"
+)
+
+// mode reads the outbox's mode, failing the test on an error.
+func (b *bundle) mode(t *testing.T) pgstore.ModeState {
+	t.Helper()
+	m, err := b.store.Mode(testCtx(t))
+	if err != nil {
+		t.Fatalf("Mode: %v", err)
+	}
+	return m
+}
+
+// before017 undoes migration 017: the outbox is as an older binary left it.
+func (b *bundle) before017(t *testing.T) {
+	t.Helper()
+	b.exec(t, `DROP TABLE {{schema}}.outbox_relay_mode;
+		DROP FUNCTION {{schema}}.outbox_mode_follows_cursor() CASCADE;
+		DELETE FROM {{schema}}.outbox_migrations WHERE version = 17`)
+}
+
+func TestMode_ANewOutboxIsInClaimMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := b.mode(t)
+	if m.Mode != pgstore.ModeClaim || !m.Recorded || m.By != "migration 017" || time.Since(m.Since) > time.Minute {
+		t.Fatalf("Mode = %+v, want claim recorded by migration 017 just now", m)
+	}
+}
+
+// Migration 017 records the mode an existing outbox is in, and until it
+// runs Mode derives the same.
+func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		want  pgstore.Mode
+		state func(t *testing.T, b *bundle) time.Time // sets the mode up, returns since when
+	}{
+		{pgstore.ModeClaim, func(*testing.T, *bundle) time.Time { return time.Time{} }},
+		{pgstore.ModeCursor, func(t *testing.T, b *bundle) time.Time {
+			if err := b.store.EnableCursor(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			var at time.Time
+			if err := b.pool.QueryRow(testCtx(t), b.sql(`SELECT enabled_at FROM {{schema}}.outbox_cursor`)).Scan(&at); err != nil {
+				t.Fatal(err)
+			}
+			return at
+		}},
+		{pgstore.ModeCDC, func(t *testing.T, b *bundle) time.Time {
+			// What package cdc records when it creates its slot.
+			b.exec(t, `CREATE TABLE {{schema}}.outbox_cdc_slots (slot_name text PRIMARY KEY, publication text NOT NULL,
+				consistent_lsn pg_lsn NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), created_by text NOT NULL);
+				INSERT INTO {{schema}}.outbox_cdc_slots VALUES ('gone', 'gone', '0/0', '2026-01-02 03:04:05Z', 'r')`)
+			return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		}},
+	} {
+		t.Run(string(c.want), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.before017(t)
+			since := c.state(t, b)
+			if m := b.mode(t); m.Mode != c.want || m.Recorded {
+				t.Fatalf("Mode before 017 = %+v, want %s derived, not recorded", m, c.want)
+			}
+			if _, err := b.store.SetMode(testCtx(t), pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
+				!strings.Contains(err.Error(), "migration 017") {
+				t.Fatalf("SetMode before 017 = %v, want ErrModeSwitch naming migration 017", err)
+			}
+			if err := b.store.Migrate(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			m := b.mode(t)
+			if m.Mode != c.want || !m.Recorded || m.By != "migration 017" {
+				t.Fatalf("Mode after 017 = %+v, want %s recorded by the migration", m, c.want)
+			}
+			if !since.IsZero() && !m.Since.Equal(since) {
+				t.Errorf("Since = %s, want %s (when the outbox entered the mode)", m.Since, since)
+			}
+		})
+	}
+}
+
+// SetMode records who switched and when, does nothing for the mode the
+// outbox is in, and refuses a mode it does not know.
+func TestSetMode_IsIdempotentAndRecordsWho(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "alice"); err != nil || sw.From != sw.To {
+		t.Fatalf("SetMode(claim) on claim = %+v, %v; want nothing done", sw, err)
+	}
+	if m := b.mode(t); m.By != "migration 017" {
+		t.Fatalf("a switch that did nothing recorded %+v", m)
+	}
+	sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "alice")
+	if err != nil || sw.From != pgstore.ModeClaim || sw.To != pgstore.ModeCursor {
+		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
+	}
+	first := b.mode(t)
+	if first.Mode != pgstore.ModeCursor || first.By != "alice" {
+		t.Fatalf("Mode = %+v, want cursor by alice", first)
+	}
+	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "bob"); err != nil || sw.From != sw.To {
+		t.Fatalf("SetMode(cursor) again = %+v, %v; want nothing done", sw, err)
+	}
+	if m := b.mode(t); m != first {
+		t.Fatalf("Mode after a repeated switch = %+v, want %+v", m, first)
+	}
+	if _, err := b.store.SetMode(ctx, "polling", "alice"); err == nil || !strings.Contains(err.Error(), "claim, cursor or cdc") {
+		t.Fatalf("SetMode(polling) = %v, want an error naming the modes", err)
+	}
+	if sw, err := b.store.SetMode(ctx, pgstore.ModeCDC, ""); err != nil || sw.From != pgstore.ModeCursor {
+		t.Fatalf("SetMode(cdc) = %+v, %v", sw, err)
+	}
+	var role string
+	if err := b.pool.QueryRow(ctx, "SELECT session_user").Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	if m := b.mode(t); m.Mode != pgstore.ModeCDC || m.By != role {
+		t.Fatalf("Mode = %+v, want cdc by the database role %s", m, role)
+	}
+	var active bool
+	if err := b.pool.QueryRow(ctx, b.sql(`SELECT active FROM {{schema}}.outbox_cursor`)).Scan(&active); err != nil || active {
+		t.Fatalf("outbox_cursor.active = %v (%v) in cdc mode, want false", active, err)
+	}
+}
+
+// The cursor's flag, which the relays read, and the recorded mode never
+// disagree: EnableCursor and DisableCursor record the mode, and a change
+// of the flag by an older binary (plain SQL here) is recorded too.
+func TestMode_TheCursorFlagAndTheRecordAgree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := b.store.EnableCursor(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
+		t.Fatalf("after EnableCursor: %+v, want cursor", m)
+	}
+	b.exec(t, `UPDATE {{schema}}.outbox_cursor SET active = false`)
+	if m := b.mode(t); m.Mode != pgstore.ModeClaim {
+		t.Fatalf("after the flag was cleared: %+v, want claim", m)
+	}
+	b.exec(t, `UPDATE {{schema}}.outbox_cursor SET active = true`)
+	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
+		t.Fatalf("after the flag was set: %+v, want cursor", m)
+	}
+	if moved, err := b.store.DisableCursor(testCtx(t)); err != nil || moved != 0 {
+		t.Fatalf("DisableCursor = %d, %v", moved, err)
+	}
+	if m := b.mode(t); m.Mode != pgstore.ModeClaim {
+		t.Fatalf("after DisableCursor: %+v, want claim", m)
+	}
+}
+
+// Claim mode to cursor mode and back with SetMode while messages are
+// written: the claim-mode relay follows the switch into cursor mode by
+// itself; the switch back is refused while it leads, and made once it
+// stopped. Every message is published once, in order per aggregate.
+func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	snk := &recordingSink{byAgg: map[string][]int64{}}
+	startRelay := func(id string) (*pgstore.Store, func()) {
+		st, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl, err := relay.New(relay.Config{Store: st, Sink: snk, ID: id, PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return st, func() {
+			if err := rl.Stop(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		done    = make(chan struct{})
+		written int
+	)
+	wg.Add(1)
+	go func() { // one message of each of 5 aggregates every 10 ms
+		defer wg.Done()
+		for ; ; written++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			var msgs []outbox.Message
+			for a := range 5 {
+				msgs = append(msgs, msg("Order", fmt.Sprint("o-", a)))
+			}
+			if err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.store.Enqueue(ctx, tx, msgs...) }); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 20 s: %s", what)
+			}
+		}
+	}
+
+	st, stop := startRelay("A")
+	waitFor("claim mode publishes", func() bool { return snk.count() > 50 })
+	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t"); err != nil || sw.From != pgstore.ModeClaim {
+		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
+	}
+	waitFor("the relay leads the cursor", func() bool { leading, _ := st.Leading(); return leading })
+	sent := snk.count()
+	waitFor("cursor mode publishes", func() bool { return snk.count() > sent+50 })
+	if _, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
+		!strings.Contains(err.Error(), "stop the relays first") {
+		t.Fatalf("SetMode(claim) while a relay leads = %v, want ErrModeSwitch saying to stop the relays", err)
+	}
+	stop()
+	time.Sleep(100 * time.Millisecond) // QUEUED while no relay runs
+	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); err != nil || sw.From != pgstore.ModeCursor || sw.Requeued == 0 {
+		t.Fatalf("SetMode(claim) = %+v, %v; want the unsent QUEUED messages requeued", sw, err)
+	}
+	_, stop = startRelay("B")
+	defer stop()
+	time.Sleep(200 * time.Millisecond)
+	close(done)
+	wg.Wait()
+	waitFor("every message published", func() bool { return snk.count() >= 5*written })
+	var all []int64
+	snk.mu.Lock()
+	defer snk.mu.Unlock()
+	for agg, got := range snk.byAgg {
+		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("aggregate %s published out of order or twice: %v", agg, got)
+		}
+		all = append(all, got...)
+	}
+	if len(all) != 5*written {
+		t.Errorf("%d messages published, want the %d written", len(all), 5*written)
+	}
+}
