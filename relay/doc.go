@@ -1,0 +1,73 @@
+// Package relay publishes the outbox: it claims due messages from a
+// store.Queue in small batches, publishes them with a sink.Sink, and marks
+// them SENT only after the broker acknowledged them.
+//
+// # Guarantees
+//
+//   - At least once: a message is marked SENT only after its ack. A relay
+//     that dies after the ack but before the mark leaves the message
+//     IN_FLIGHT; when its lease expires another relay (or the restarted one)
+//     sends it again. Consumers must be idempotent (see package inbox).
+//   - No two relays send a message at the same time: claims use
+//     FOR UPDATE SKIP LOCKED and a lease; every state change after the claim
+//     is fenced by the claim's token, so a relay whose lease was taken over
+//     changes nothing.
+//   - Order per aggregate: a store claims only the head of each aggregate
+//     (no earlier message of it unsent), so a message never overtakes an
+//     earlier one of its aggregate, whatever the number of relays. A
+//     message that is retrying or dead-lettered blocks only its own
+//     aggregate.
+//   - Failures: a retriable error counts an attempt and schedules a retry
+//     after min(RetryMax, RetryBase*2^attempts) minus up to half of it as
+//     jitter; after MaxAttempts the message is DEAD_LETTER. An error the
+//     broker will never accept (too large, invalid or unknown topic, not
+//     authorized) dead-letters at once with the broker's reason, and so
+//     does a message that is itself invalid (a row written with plain SQL
+//     whose headers are not a JSON object of string values: see
+//     outbox.Record.Invalid), with the column and the rule, without being
+//     published; the rest of its batch is published as usual. An
+//     unreachable broker is not the message's fault: nothing is counted,
+//     and the whole relay pauses with a growing backoff instead of
+//     looping. Package [failure] makes these decisions, for the CDC relay
+//     too.
+//   - No database transaction is held open while waiting for the broker:
+//     claim and mark are separate short statements.
+//   - A missing store (its tables not created, or the wrong schema: an
+//     error wrapping store.ErrNotMigrated) costs no event: the relay logs
+//     the error, which says how to fix it, when it begins and then every
+//     30 seconds, retries every few seconds, and goes on, with a log line,
+//     once the tables exist.
+//
+// # Modes
+//
+// The outbox records which of three strategies publishes it
+// (pgstore.Store.Mode; "outbox mode"):
+//
+//   - claim, the default: every relay claims due messages, as above; any
+//     number of relays share the work.
+//   - cursor: the same loop, over a pgstore.Store in cursor mode. One relay
+//     at a time, the leader, reads new messages in seq order and keeps a
+//     position instead of marking each message; the store does that behind
+//     store.Queue. The relay keeps the leader's short lease while it runs
+//     (store.LeaseKeeper), marks a published batch in memory
+//     (store.MemoryMarker), and hands the lead over when it stops
+//     (store.Resigner). Messages whose publish failed, and the later ones of
+//     their aggregates, are claimed as in claim mode. See package pgstore,
+//     "Cursor mode".
+//   - cdc: package cdc reads the inserts from the write-ahead log; its
+//     table path is a Relay over the aggregates the stream handed to it.
+//
+// A Relay runs whichever of claim and cursor its store is in, and follows
+// a switch between them by itself; cdc needs cdc.Relay.
+//
+// # Lifecycle
+//
+// [Relay.Start] returns once the store's wake-ups are set up (at once with
+// Config.DisableListen; within pgstore.ListenProbeTimeout, 5s, behind a
+// pooler that does not deliver notifications); [Relay.Stop] stops claiming, waits for
+// outstanding acks up to Config.ShutdownTimeout, releases the leases of
+// whatever was not sent, closes the relay's listening connection, and is
+// safe to call more than once. Once Stop returned, the relay holds no
+// connection and runs no goroutine, whatever the context Start was given. [Relay.Run]
+// does both around a context, for a main function.
+package relay
