@@ -388,6 +388,13 @@ func TestRepublish_CursorMode_RepublishesPassedQueuedMessagesNotUnsentOnes(t *te
 	if got := ids(snk.published()); !slices.Equal(got, want) || p.ThisRun != 3 {
 		t.Errorf("republished %v (progress %+v), want %v", got, p, want)
 	}
+	// The records carry the messages' state, as Store.Get has it, not
+	// what cursor mode stored.
+	for _, r := range snk.published() {
+		if r.Status != outbox.StatusSent {
+			t.Errorf("republished %s with status %s, want SENT", r.ID, r.Status)
+		}
+	}
 }
 
 // Partition retention counts the QUEUED messages the cursor passed as SENT
