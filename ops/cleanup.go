@@ -12,8 +12,8 @@ import (
 type CleanupConfig struct {
 	// OlderThan is the retention: SENT messages published more than
 	// OlderThan ago (by the database clock) are deleted, and in cursor
-	// mode the QUEUED messages the cursor passed that were created that
-	// long ago. Required; at least a minute.
+	// mode the messages the cursor passed that were created that long ago.
+	// Required; at least a minute.
 	OlderThan time.Duration
 	// BatchSize is the most rows one DELETE removes; each batch is a
 	// short transaction of its own. Defaults to 5,000.
@@ -44,8 +44,8 @@ type CleanupResult struct {
 	// Sent and Discarded count the deleted messages by status. Sent
 	// includes Queued.
 	Sent, Discarded int64
-	// Queued counts the deleted QUEUED messages of cursor mode, which
-	// were SENT: the cursor had passed them.
+	// Queued counts the deleted messages of cursor mode, which were SENT:
+	// the cursor had passed them.
 	Queued int64
 	// Batches counts the DELETE statements that removed rows.
 	Batches int
@@ -79,8 +79,8 @@ func (c CleanupConfig) validate() error {
 // keeps claiming and marking throughout. PENDING, IN_FLIGHT, FAILED and
 // DEAD_LETTER messages are never deleted.
 //
-// In cursor mode (and after it) it then deletes the QUEUED messages at or
-// below the cursor's position, which are SENT, created more than
+// In cursor mode (and after it) it then deletes the messages of cursor mode
+// at or below the cursor's position, which are SENT, created more than
 // cfg.OlderThan ago: they have no publish time, and a message is sent
 // after it is created. No index holds them, so it walks the primary key
 // from the lowest seq in steps of cfg.BatchSize rows and stops at the first
@@ -156,8 +156,8 @@ func (o *Ops) cleanupStatus(ctx context.Context, cfg CleanupConfig, sql string, 
 	}
 }
 
-// cleanupQueued deletes the QUEUED messages the cursor passed that were
-// created before res.Cutoff (queries/cleanup_queued.sql), a step of at most
+// cleanupQueued deletes the messages of cursor mode the cursor passed that
+// were created before res.Cutoff (queries/cleanup_queued.sql), a step of at most
 // cfg.BatchSize rows at a time from the lowest seq, until a step reaches
 // the first message created after the cutoff or the position. Without a
 // cursor the first step finds nothing.

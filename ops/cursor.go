@@ -19,8 +19,8 @@ type Mode = pgstore.Mode
 const (
 	// ModeClaim: relays claim each message and mark it SENT (the default).
 	ModeClaim = pgstore.ModeClaim
-	// ModeCursor: new messages are QUEUED, and one relay, the leader,
-	// reads them in seq order and keeps its place in outbox_cursor.
+	// ModeCursor: one relay, the leader, reads new messages in seq order
+	// and keeps its place in the outbox, its saved position.
 	ModeCursor = pgstore.ModeCursor
 	// ModeCDC: one relay of package cdc reads the inserts from the WAL.
 	ModeCDC = pgstore.ModeCDC
@@ -29,9 +29,10 @@ const (
 // CursorState is the cursor of cursor mode and its lag, as [Ops.Cursor]
 // and [Ops.Stats] read it.
 //
-// In cursor mode a message is stored as QUEUED and its row is not changed
-// when it is published: it is SENT once the cursor's saved position passed
-// it (seq <= Position) and unsent before. The position is saved by the
+// In cursor mode a message's row is not changed when it is published: its
+// state (pgstore's outbox_message_states) is SENT once the cursor's saved
+// position passed it (seq <= Position) and PENDING before. The position is
+// saved by the
 // leading relay every pgstore.Config.CursorSaveInterval (100 ms) while it
 // moves, so the figures here are as of SavedAt: messages acknowledged
 // since count as unsent for that long, and messages the leader holds
@@ -46,15 +47,15 @@ type CursorState struct {
 	Mode      Mode
 	ModeSince time.Time
 	ModeBy    string
-	// Present is true once cursor mode was turned on: outbox_cursor has
-	// its row. It stays after DisableCursor (Mode is ModeClaim again), so
-	// that the QUEUED messages at or below Position still count as SENT.
-	// Without it there are no QUEUED messages, and the fields below are
+	// Present is true once cursor mode was turned on: the cursor exists.
+	// It stays after DisableCursor (Mode is ModeClaim again), so that the
+	// messages of cursor mode at or below Position still count as SENT.
+	// Without it there are no such messages, and the fields below are
 	// zero.
 	Present bool
-	// Position is the saved position: every QUEUED message with a seq at
-	// or below it was published, or moved to the table path (PENDING,
-	// FAILED, DEAD_LETTER, claimed as in claim mode).
+	// Position is the saved position: every message of cursor mode with a
+	// seq at or below it was published, or moved to the table path
+	// (PENDING, FAILED, DEAD_LETTER, claimed as in claim mode).
 	Position int64
 	// SavedAt is when the leader last saved Position (it also renews its
 	// lease then, at least every third of the lease).
@@ -68,8 +69,8 @@ type CursorState struct {
 	Leader         string
 	LeaseExpiresAt time.Time
 	// Leading is true while Leader's lease has not expired: a relay reads
-	// and publishes the QUEUED messages. Without a leader nothing passes
-	// the position.
+	// and publishes the messages of cursor mode. Without a leader nothing
+	// passes the position.
 	Leading bool
 	// HandledHead is the leader's head at its last save, when it is above
 	// Position: every seq in (Position, HandledHead] was handled (published
@@ -80,8 +81,8 @@ type CursorState struct {
 	// (before migration 011, or nothing handled above it).
 	HandledHead     int64
 	UnhandledRanges int
-	// LagMessages counts the unsent QUEUED messages (seq above Position).
-	// They are included in Stats.Counts[PENDING].
+	// LagMessages counts the unsent messages of cursor mode (seq above
+	// Position). They are included in Stats.Counts[PENDING].
 	LagMessages int64
 	// OldestUnsentAt is when the first of them in seq order was created;
 	// zero when there is none. LagAge is At minus it: how far the cursor
@@ -90,23 +91,22 @@ type CursorState struct {
 	LagAge         time.Duration
 }
 
-// Cursor reads the state of the outbox's cursor and its lag: the one row of
-// outbox_cursor, then, if there is one, a range scan of the primary key
-// above the position (it costs in proportion to the lag). In claim mode,
-// with cursor mode never used, it returns Mode ModeClaim and Present false.
+// Cursor reads the state of the outbox's cursor (pgstore's
+// outbox_cursor_state) and its lag, in one round trip: the lag is a range
+// scan of the primary key above the position, which costs in proportion
+// to the lag. In claim mode, with cursor mode never used, it returns Mode
+// ModeClaim and Present false.
 func (o *Ops) Cursor(ctx context.Context) (CursorState, error) {
 	var c CursorState
-	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
+	err := o.sendBatch(ctx, func(b *pgx.Batch) {
+		o.queueCursor(b, &c)
+		o.queueCursorLag(b, &c)
+	})
+	if err != nil {
 		return CursorState{}, fmt.Errorf("ops: cursor: %w", o.dbErr(err))
 	}
 	if err := o.readMode(ctx, &c); err != nil {
 		return CursorState{}, fmt.Errorf("ops: cursor: %w", err)
-	}
-	if !c.Present {
-		return c, nil
-	}
-	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursorLag(b, &c) }); err != nil {
-		return CursorState{}, fmt.Errorf("ops: cursor lag: %w", o.dbErr(err))
 	}
 	return c, nil
 }
@@ -157,10 +157,10 @@ func (o *Ops) readMode(ctx context.Context, c *CursorState) error {
 	return nil
 }
 
-// queueCursorLag queues stats_cursor_lag.sql, which fills c's lag above
-// c.Position.
+// queueCursorLag queues stats_cursor_lag.sql, which fills c's lag; it is
+// queued after queueCursor, whose clock (c.At) LagAge is measured by.
 func (o *Ops) queueCursorLag(b *pgx.Batch, c *CursorState) {
-	b.Queue(o.q.statsCursorLag, c.Position).QueryRow(func(row pgx.Row) error {
+	b.Queue(o.q.statsCursorLag).QueryRow(func(row pgx.Row) error {
 		var oldest *time.Time
 		if err := row.Scan(&c.LagMessages, &oldest); err != nil {
 			return err
@@ -171,19 +171,6 @@ func (o *Ops) queueCursorLag(b *pgx.Batch, c *CursorState) {
 		}
 		return nil
 	})
-}
-
-// cursorPosition returns the cursor's saved position, or nil without a
-// cursor.
-func (o *Ops) cursorPosition(ctx context.Context) (*int64, error) {
-	var c CursorState
-	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueCursor(b, &c) }); err != nil {
-		return nil, fmt.Errorf("read the cursor: %w", err)
-	}
-	if !c.Present {
-		return nil, nil
-	}
-	return &c.Position, nil
 }
 
 // Bounds of the cursor samples that Stats' SentLastMinute is measured

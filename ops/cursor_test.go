@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // enableCursor turns cursor mode on for b's outbox.
@@ -207,8 +208,7 @@ func TestStats_CursorMode_ReportsTheLeaderAndItsLease(t *testing.T) {
 	}
 }
 
-// What the leader saved as handled above the position is reported, and an
-// outbox before migration 011 (no such columns) still answers.
+// What the leader saved as handled above the position is reported.
 func TestStats_CursorMode_ReportsWhatWasHandledAboveThePosition(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -226,9 +226,27 @@ func TestStats_CursorMode_ReportsWhatWasHandledAboveThePosition(t *testing.T) {
 	if c = b.stats(t).Cursor; c.HandledHead != 0 || c.UnhandledRanges != 0 {
 		t.Errorf("Cursor = %+v, want nothing handled above a position past the saved head", c)
 	}
-	b.exec(t, `ALTER TABLE {{schema}}.outbox_cursor DROP COLUMN handled_head, DROP COLUMN unhandled_lo, DROP COLUMN unhandled_hi`)
-	if c, err = b.ops.Cursor(testCtx(t)); err != nil || c.Position != 30 || c.HandledHead != 0 {
-		t.Errorf("Cursor before migration 011 = %+v, %v; want position 30 and nothing handled above it", c, err)
+}
+
+// ops reads the messages' states and the cursor through migration 016's
+// functions: on an outbox not migrated that far (a binary upgraded before
+// "outbox migrate") its errors wrap pgstore.ErrNotMigrated and name the
+// missing function and the command that adds it.
+func TestOps_BeforeMigration016_SaysToMigrate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, "DROP FUNCTION {{schema}}.outbox_message_states(text[], boolean) CASCADE")
+	b.exec(t, "DROP FUNCTION {{schema}}.outbox_cursor_state()")
+	ctx := testCtx(t)
+	_, statsErr := b.ops.Stats(ctx)
+	_, cursorErr := b.ops.Cursor(ctx)
+	_, listErr := b.ops.DeadLetters(ctx, ops.Filter{})
+	fix := "run 'outbox migrate --schema " + b.ops.Schema() + "'"
+	for what, err := range map[string]error{"Stats": statsErr, "Cursor": cursorErr, "DeadLetters": listErr} {
+		if !errors.Is(err, pgstore.ErrNotMigrated) || !strings.Contains(err.Error(), "lacks the outbox function outbox_") ||
+			!strings.Contains(err.Error(), fix) {
+			t.Errorf("%s = %v; want ErrNotMigrated naming the missing function and saying %s", what, err, fix)
+		}
 	}
 }
 
@@ -391,6 +409,13 @@ func TestRepublish_CursorMode_RepublishesPassedQueuedMessagesNotUnsentOnes(t *te
 	want := []uuid.UUID{claimed.ID, ms[0].ID, ms[1].ID}
 	if got := ids(snk.published()); !slices.Equal(got, want) || p.ThisRun != 3 {
 		t.Errorf("republished %v (progress %+v), want %v", got, p, want)
+	}
+	// The records carry the messages' state, as Store.Get has it, not
+	// what cursor mode stored.
+	for _, r := range snk.published() {
+		if r.Status != outbox.StatusSent {
+			t.Errorf("republished %s with status %s, want SENT", r.ID, r.Status)
+		}
 	}
 }
 

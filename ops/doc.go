@@ -13,7 +13,7 @@
 // # Statistics
 //
 // [Ops.Stats] reads, in one round trip (two in cursor mode), the messages
-// per status, the age of the oldest unsent message, the aggregates blocked
+// per state, the age of the oldest unsent message, the aggregates blocked
 // by a dead letter, the event types that fail most, how many messages were
 // sent in the last minute, and in cursor mode the cursor's state. Every
 // figure comes from a partial index or from the unsent rows, so a scrape
@@ -59,20 +59,28 @@
 // discarded ones only when asked. [Ops.CleanupEvery] runs it periodically.
 // See docs/operations.md for the runbook and for autovacuum settings.
 //
+// # Message states
+//
+// Every tool reads a message's state as pgstore's outbox_message_states
+// (migration 016) defines it, the same that Store.Get reports: PENDING,
+// IN_FLIGHT, FAILED, SENT, DEAD_LETTER or DISCARDED. Nothing in ops
+// resolves what the relay stored (a lease, a message of cursor mode) on its
+// own; the function reads each state through the index that holds it.
+//
 // # Cursor mode
 //
-// In cursor mode (pgstore's EnableCursor, "outbox cursor enable") new
-// messages are stored as QUEUED and their rows are not changed when they
-// are published: one relay, the leader, reads them in seq order and saves
-// its position in outbox_cursor. A QUEUED message is SENT once the position
-// passed it (seq <= position) and PENDING before; it has no published_at.
-// Every tool treats it so: [Ops.Stats] counts the unsent ones as PENDING
-// (and in the oldest unsent message's age) and the passed ones as SENT,
-// and reports the cursor itself in [Stats].Cursor ([Ops.Cursor] reads only
-// that: mode, position, leader, lease, lag); [Ops.Cleanup] deletes passed
-// ones by their created_at; [Ops.MaintainPartitions] keeps a partition
-// that holds an unsent one; [Ops.Republish] republishes passed ones. A
-// QUEUED message whose publish failed leaves cursor mode for the table
-// path (FAILED, DEAD_LETTER, the later messages of its aggregate PENDING),
-// where the dead-letter tools work as in claim mode.
+// In cursor mode (pgstore's EnableCursor, "outbox cursor enable") the rows
+// of new messages are not changed when they are published: one relay, the
+// leader, reads them in seq order and saves its position. Such a message
+// is SENT once the position passed it (seq <= position) and PENDING
+// before; it has no published_at. Every tool treats it so: [Ops.Stats]
+// counts the unsent ones as PENDING (and in the oldest unsent message's
+// age) and the passed ones as SENT, and reports the cursor itself in
+// [Stats].Cursor ([Ops.Cursor] reads only that: mode, position, leader,
+// lease, lag); [Ops.Cleanup] deletes passed ones by their created_at;
+// [Ops.MaintainPartitions] keeps a partition that holds an unsent one;
+// [Ops.Republish] republishes passed ones. A message of cursor mode whose
+// publish failed leaves cursor mode for the table path (FAILED,
+// DEAD_LETTER, the later messages of its aggregate PENDING), where the
+// dead-letter tools work as in claim mode.
 package ops

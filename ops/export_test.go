@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // QueriesForExplain exposes the rendered statements, with sample
@@ -18,7 +20,6 @@ func (o *Ops) QueriesForExplain(position int64) map[string]struct {
 	}
 	return map[string]q{
 		"stats_counts":               {o.q.statsCounts, nil},
-		"stats_discarded":            {o.q.statsDiscarded, nil},
 		"stats_head":                 {o.q.statsHead, nil},
 		"stats_blocked":              {o.q.statsBlocked, []any{10}},
 		"stats_failing":              {o.q.statsFailing, []any{10}},
@@ -31,11 +32,20 @@ func (o *Ops) QueriesForExplain(position int64) map[string]struct {
 		"republish_batch":            {o.q.republishBatch, []any{int64(100), int64(200), sinceOrMin(zeroTime), "", "", 100}},
 		"stats_cursor":               {o.q.statsCursor, nil},
 		"stats_cursor_sent_estimate": {o.q.statsCursorSentEstimate, []any{o.Schema()}},
-		"stats_cursor_lag":           {o.q.statsCursorLag, []any{position}},
+		"stats_cursor_lag":           {o.q.statsCursorLag, nil},
 		"stats_cursor_passed":        {o.q.statsCursorPassed, []any{position - 1000, position}},
 		"cleanup_queued":             {o.q.cleanupQueued, []any{nowMinus30d(), int64(0), 5000}},
 		"select_by_ids":              {o.q.selectByIDs, []any{[]uuid.UUID{uuid.New()}}},
+		"show_extra":                 {o.q.dlqExtra, []any{int64(1)}},
+		"show_by_seq":                {o.q.dlqSeq, []any{int64(1)}},
+		"batch_max_seq":              {o.q.dlqMaxSeq, nil},
 	}
+}
+
+// PartitionCheckForExplain exposes partition_check.sql for p, with its
+// arguments, to the plan test.
+func (o *Ops) PartitionCheckForExplain(p pgstore.Partition) (string, []any) {
+	return o.partitionCheckQuery(p)
 }
 
 var zeroTime time.Time

@@ -110,7 +110,7 @@ type Ops struct {
 }
 
 type queries struct {
-	statsCounts, statsDiscarded, statsSentEstimate, statsSentExact, statsHead, statsBlocked, statsFailing string
+	statsCounts, statsSentEstimate, statsSentExact, statsHead, statsBlocked, statsFailing string
 
 	statsCursor, statsCursorLag, statsCursorSentEstimate, statsCursorSentExact, statsCursorPassed string
 
@@ -129,6 +129,12 @@ type queries struct {
 
 //go:embed queries/*.sql
 var queryFiles embed.FS
+
+// stateRecordColumns are pgstore.RecordColumns as the function
+// outbox_message_states (pgstore's migration 016) returns them: the
+// message's state in place of its stored status, so that pgstore.ScanRecord
+// reads a record with the state every tool reports.
+var stateRecordColumns = strings.Replace(pgstore.RecordColumns, ", status,", ", state,", 1)
 
 // New returns the tools for the outbox in cfg.Schema on pool. It does not
 // touch the database; the tables must have been migrated (pgstore's
@@ -156,7 +162,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		sql = strings.ReplaceAll(sql, "{{dead_letters}}", string(deadLetters))
 		return strings.NewReplacer(
 			"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
-			"{{record_columns}}", pgstore.RecordColumns,
+			"{{record_columns}}", stateRecordColumns,
 			// Rendered inside string literals; it holds no quote
 			// (TestDeadLetterClass_RenderedTextsNeedNoQuoting).
 			"{{permanent}}", sink.ErrPermanent.Error(),
@@ -167,7 +173,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		file string
 	}{
 		{&o.q.statsCounts, "stats_counts.sql"},
-		{&o.q.statsDiscarded, "stats_discarded.sql"},
 		{&o.q.statsSentEstimate, "stats_sent_estimate.sql"},
 		{&o.q.statsSentExact, "stats_sent_exact.sql"},
 		{&o.q.statsHead, "stats_head.sql"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -70,9 +71,9 @@ type KeptPartition struct {
 	// Reason says what keeps it, for people: "2 unsent message(s)",
 	// "1 dead letter(s)", and so on.
 	Reason string
-	// Unsent counts its PENDING, IN_FLIGHT and FAILED messages and its
-	// QUEUED ones above the cursor's position (cursor mode), DeadLetters
-	// its DEAD_LETTER ones and Discarded its DISCARDED ones.
+	// Unsent counts its PENDING, IN_FLIGHT and FAILED messages (those of
+	// cursor mode above the cursor's position included), DeadLetters its
+	// DEAD_LETTER ones and Discarded its DISCARDED ones.
 	Unsent, DeadLetters, Discarded int64
 }
 
@@ -101,13 +102,14 @@ type PartitionResult struct {
 // now - OlderThan, with its messages' attempt history, instead of
 // deleting rows: no DELETE, no dead tuples, nothing to vacuum.
 //
-// A partition is dropped only when everything in it may go: no PENDING,
-// IN_FLIGHT or FAILED message, no QUEUED message above the cursor's
-// position (cursor mode: not sent yet), no DEAD_LETTER, no SENT message
-// published after the cutoff, and no DISCARDED message unless
-// cfg.IncludeDiscarded (and then none discarded after the cutoff). QUEUED
-// messages at or below the position are SENT; they have no publish time and
-// are aged by the partition's range, as Cleanup ages them by created_at. Otherwise it is kept and
+// A partition is dropped only when everything in it may go, by the
+// messages' states (pgstore's outbox_message_states): no PENDING,
+// IN_FLIGHT or FAILED message (in cursor mode, none above the cursor's
+// position), no DEAD_LETTER, no SENT message published after the cutoff,
+// and no DISCARDED message unless cfg.IncludeDiscarded (and then none
+// discarded after the cutoff). The messages of cursor mode that the cursor
+// passed are SENT without a publish time: they are aged by the partition's
+// range, as Cleanup ages them by created_at. Otherwise it is kept and
 // listed in PartitionResult.Kept with the reason, and logged; replay or
 // discard its dead letters, and a later run drops it. The default
 // partition and the current and future ones are never dropped.
@@ -142,10 +144,6 @@ func (o *Ops) MaintainPartitions(ctx context.Context, cfg PartitionConfig) (Part
 	if err != nil {
 		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
 	}
-	position, err := o.cursorPosition(ctx)
-	if err != nil {
-		return res, fmt.Errorf("ops: partitions: %w", o.dbErr(err))
-	}
 	var runErr error
 	for _, p := range ps {
 		if p.Default || p.To.IsZero() || p.To.After(res.Cutoff) {
@@ -155,7 +153,7 @@ func (o *Ops) MaintainPartitions(ctx context.Context, cfg PartitionConfig) (Part
 			runErr = err
 			break
 		}
-		kept, rows, err := o.dropPartition(ctx, cfg, res.Cutoff, position, p)
+		kept, rows, err := o.dropPartition(ctx, cfg, res.Cutoff, p)
 		if err != nil {
 			runErr = fmt.Errorf("partition %s: %w", p.Name, err)
 			break
@@ -217,17 +215,27 @@ func (c partitionCheck) keeps(cfg PartitionConfig, cutoff time.Time) string {
 	return strings.Join(why, "; ")
 }
 
+// partitionCheckQuery returns partition_check.sql for p, with its arguments:
+// the partition's range of created_at, MINVALUE (the legacy partition) as
+// -infinity.
+func (o *Ops) partitionCheckQuery(p pgstore.Partition) (string, []any) {
+	sql := strings.NewReplacer("{{partition}}", pgx.Identifier{p.Name}.Sanitize()).Replace(o.q.partitionCheck)
+	var from any = p.From
+	if p.From.IsZero() {
+		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return sql, []any{from, p.To}
+}
+
 // dropPartition drops p if nothing in it must be kept, or says why not.
-// position is the cursor's (nil without a cursor): QUEUED messages above it
-// are unsent.
-func (o *Ops) dropPartition(ctx context.Context, cfg PartitionConfig, cutoff time.Time, position *int64, p pgstore.Partition) (*KeptPartition, int64, error) {
+func (o *Ops) dropPartition(ctx context.Context, cfg PartitionConfig, cutoff time.Time, p pgstore.Partition) (*KeptPartition, int64, error) {
 	render := strings.NewReplacer("{{partition}}", pgx.Identifier{p.Name}.Sanitize())
-	checkSQL := render.Replace(o.q.partitionCheck)
+	checkSQL, checkArgs := o.partitionCheckQuery(p)
 	check := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) (partitionCheck, error) {
 		var c partitionCheck
-		err := q.QueryRow(ctx, checkSQL, position).Scan(&c.unsent, &c.dead, &c.discarded, &c.lastDiscarded, &c.lastPublished, &c.rows)
+		err := q.QueryRow(ctx, checkSQL, checkArgs...).Scan(&c.unsent, &c.dead, &c.discarded, &c.lastDiscarded, &c.lastPublished, &c.rows)
 		return c, err
 	}
 	kept := func(c partitionCheck, reason string) *KeptPartition {

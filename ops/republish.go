@@ -124,10 +124,11 @@ type cursor struct {
 // already processed as a duplicate; a consumer rebuilding from an empty
 // state processes each once.
 //
-// In cursor mode the QUEUED messages at or below the cursor's position are
-// SENT messages and are republished like the others; those above it are
-// not sent yet and are skipped (a resumed run takes those the cursor passed
-// meanwhile, as it takes PENDING messages that were marked SENT meanwhile).
+// The messages are those in state SENT (pgstore's outbox_message_states):
+// in cursor mode those at or below the cursor's position too, while those
+// above it are not sent yet and are skipped (a resumed run takes those the
+// cursor passed meanwhile, as it takes PENDING messages that were marked
+// SENT meanwhile). Their records carry that state (SENT).
 //
 // Progress is saved after every batch in a cursor row named cfg.Name: a run
 // stopped by a crash, a signal (ctx) or a publish error is continued by

@@ -18,26 +18,30 @@ import (
 // history (unless the table is small, below Config.ExactCountBelow rows, or
 // Config.ExactSentCount).
 //
-// In cursor mode (pgstore's EnableCursor) a message is stored as QUEUED and
-// counts as SENT once the cursor's saved position passed it and as PENDING
-// before; Cursor has the cursor's state.
+// Each message counts in its state as pgstore's outbox_message_states
+// (migration 016) defines it: in cursor mode (pgstore's EnableCursor) a
+// message is SENT once the cursor's saved position passed it and PENDING
+// before, and a message a relay leased is IN_FLIGHT. Cursor has the
+// cursor's state.
 type Stats struct {
 	// At is the database clock when the snapshot was read.
 	At time.Time
-	// Counts are the messages per status, with every status in
-	// [Statuses] present (0 when none). All are exact except SENT, which
-	// is PostgreSQL's estimate when the table holds Config.ExactCountBelow
-	// rows or more, unless Config.ExactSentCount (see SentEstimated). PENDING includes the unsent QUEUED messages
-	// (Cursor.LagMessages), SENT the QUEUED ones the cursor passed
-	// (CursorSent).
+	// Counts are the messages per state, with every state in [Statuses]
+	// present (0 when none). All are exact except SENT, which is
+	// PostgreSQL's estimate when the table holds Config.ExactCountBelow
+	// rows or more, unless Config.ExactSentCount (see SentEstimated).
+	// PENDING includes the unsent messages of cursor mode
+	// (Cursor.LagMessages), SENT those the cursor passed (CursorSent).
+	// IN_FLIGHT includes a message whose lease expired until a relay
+	// claims it again: its relay may still mark it until then.
 	Counts map[outbox.Status]int64
 	// SentEstimated is true when Counts[SENT] is an estimate: the row
 	// count that autovacuum's last ANALYZE or VACUUM of the partial index
 	// outbox_messages_sent recorded, plus CursorSent's estimate.
 	SentEstimated bool
-	// OldestUnsentAt is when the oldest unsent message (PENDING, FAILED,
-	// IN_FLIGHT, or QUEUED above the cursor's position; the first in seq
-	// order) was created. Zero when there is none.
+	// OldestUnsentAt is when the oldest unsent message (PENDING, FAILED or
+	// IN_FLIGHT, those of cursor mode included; the first in seq order)
+	// was created. Zero when there is none.
 	OldestUnsentAt time.Time
 	// OldestUnsentAge is At minus OldestUnsentAt: how far the relay is
 	// behind. 0 when nothing is unsent.
@@ -62,16 +66,16 @@ type Stats struct {
 	// Cursor.Mode is the outbox's relay mode. Cursor.Present is false for
 	// an outbox that was never in cursor mode.
 	Cursor CursorState
-	// CursorSent counts the QUEUED messages at or below the cursor's
-	// position: they are SENT, and included in Counts[SENT]. The cursor
-	// records no publish time for them, and no index holds them, so the
-	// count is derived from PostgreSQL's statistics (the table's row
-	// estimate minus the partial indexes', which hold every other status,
+	// CursorSent counts the messages of cursor mode at or below the
+	// cursor's position: they are SENT, and included in Counts[SENT]. The
+	// cursor records no publish time for them, and no index holds them, so
+	// the count is derived from PostgreSQL's statistics (the table's row
+	// estimate minus the partial indexes', which hold every other message,
 	// minus Cursor.LagMessages) unless Config.ExactSentCount, which counts
 	// them along the primary key up to the position.
 	CursorSent int64
-	// CursorSentLastMinute is the cursor's throughput: the QUEUED messages
-	// it passed per minute since an earlier Stats of the same Ops, the
+	// CursorSentLastMinute is the cursor's throughput: the messages it
+	// passed per minute since an earlier Stats of the same Ops, the
 	// newest one at least a minute before (and at most five), scaled to
 	// one minute. It is included in SentLastMinute. -1 when unknown (the
 	// Ops has no such earlier Stats, as in a one-off "outbox stats"); 0
@@ -105,46 +109,110 @@ type FailingEventType struct {
 
 // Stats reads a snapshot of the outbox in one round trip, then the relay
 // mode the outbox records (pgstore.Store.Mode) and the topics the relays
-// reported; a last one reads the cursor's lag in cursor mode (with the
-// position the first one read, so that it is planned as the range scan it
-// is), and counts SENT messages when they must be counted exactly.
+// reported, and a last round trip for what depends on the first: the SENT
+// counts when they must be counted exactly, and in cursor mode the
+// messages the cursor passed since an earlier Stats (it needs the position
+// the first one read).
 func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{Counts: make(map[outbox.Status]int64, len(Statuses))}
 	for _, st := range Statuses {
 		s.Counts[st] = 0
 	}
-	b := &pgx.Batch{}
+	est := sentEstimates{sent: -1, cursor: -1}
+	var oldest unsentHeads
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStats(b, &s, &est, &oldest) }); err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	if err := o.readMode(ctx, &s.Cursor); err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", err)
+	}
+	topics, err := o.topics(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	s.Topics = topics
+	if est.tableRows < o.cfg.ExactCountBelow {
+		// A small table: count rather than estimate.
+		est.sent, est.cursor = -1, -1
+	}
+	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStatsMore(b, &s, est) }); err != nil {
+		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
+	}
+	o.addCursor(&s, est.cursor)
+	oldest.apply(&s)
+	return s, nil
+}
+
+// sentEstimates are the SENT counts as PostgreSQL's statistics know them:
+// those claims marked (stats_sent_estimate.sql) and the messages of cursor
+// mode (stats_cursor_sent_estimate.sql, the lag included), -1 when unknown;
+// and the table's rows, to decide whether counting is cheap.
+type sentEstimates struct {
+	sent, cursor, tableRows int64
+}
+
+// unsentHeads are when the oldest unsent message a claim publishes and the
+// oldest of cursor mode were created (stats_head.sql); nil when there is
+// none.
+type unsentHeads struct {
+	table, cursor *time.Time
+}
+
+// apply sets s.OldestUnsentAt and OldestUnsentAge from the older of h, and
+// s.Cursor's OldestUnsentAt and LagAge from h.cursor.
+func (h unsentHeads) apply(s *Stats) {
+	if h.cursor != nil {
+		s.Cursor.OldestUnsentAt = *h.cursor
+		s.Cursor.LagAge = max(s.Cursor.At.Sub(*h.cursor), 0)
+		s.OldestUnsentAt = *h.cursor
+	}
+	if h.table != nil && (s.OldestUnsentAt.IsZero() || h.table.Before(s.OldestUnsentAt)) {
+		s.OldestUnsentAt = *h.table
+	}
+	if !s.OldestUnsentAt.IsZero() {
+		s.OldestUnsentAge = max(s.At.Sub(s.OldestUnsentAt), 0)
+	}
+}
+
+// queueStats queues what Stats reads in its first round trip: the counts
+// by state (with the cursor's lag), the estimates (unless
+// Config.ExactSentCount), the cursor, the clock and the oldest unsent
+// messages, the blocked aggregates and the failing event types.
+func (o *Ops) queueStats(b *pgx.Batch, s *Stats, est *sentEstimates, oldest *unsentHeads) {
 	b.Queue(o.q.statsCounts).Query(func(rows pgx.Rows) error {
 		var (
-			status string
-			n      int64
+			state    string
+			byCursor bool
+			n        int64
 		)
-		_, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-			s.Counts[outbox.Status(status)] = n
+		_, err := pgx.ForEachRow(rows, []any{&state, &byCursor, &n}, func() error {
+			s.Counts[outbox.Status(state)] += n
+			if byCursor && outbox.Status(state) == outbox.StatusPending {
+				s.Cursor.LagMessages = n
+			}
 			return nil
 		})
 		return err
 	})
-	b.Queue(o.q.statsDiscarded).QueryRow(func(row pgx.Row) error {
-		var n int64
-		err := row.Scan(&n)
-		s.Counts[StatusDiscarded] = n
-		return err
-	})
-	var sentEstimate, queuedEstimate, tableRows int64 = -1, -1, 0
 	if !o.cfg.ExactSentCount {
 		b.Queue(o.q.statsSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&sentEstimate, &tableRows)
+			return row.Scan(&est.sent, &est.tableRows)
 		})
 		b.Queue(o.q.statsCursorSentEstimate, o.Schema()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&queuedEstimate)
+			return row.Scan(&est.cursor)
 		})
 	}
 	o.queueCursor(b, &s.Cursor)
-	var oldest *time.Time
 	b.Queue(o.q.statsHead).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&s.At, &oldest, &s.SentLastMinute)
+		return row.Scan(&s.At, &oldest.table, &oldest.cursor, &s.SentLastMinute)
 	})
+	o.queueBlocked(b, s)
+	o.queueFailing(b, s)
+}
+
+// queueBlocked queues stats_blocked.sql, which fills s.BlockedAggregates
+// and s.Blocked.
+func (o *Ops) queueBlocked(b *pgx.Batch, s *Stats) {
 	b.Queue(o.q.statsBlocked, o.cfg.Top).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var a BlockedAggregate
@@ -157,6 +225,10 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		}
 		return rows.Err()
 	})
+}
+
+// queueFailing queues stats_failing.sql, which fills s.TopFailing.
+func (o *Ops) queueFailing(b *pgx.Batch, s *Stats) {
 	b.Queue(o.q.statsFailing, o.cfg.Top).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var f FailingEventType
@@ -169,44 +241,17 @@ func (o *Ops) Stats(ctx context.Context) (Stats, error) {
 		}
 		return rows.Err()
 	})
-	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
-	}
-	if err := o.readMode(ctx, &s.Cursor); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", err)
-	}
-	topics, err := o.topics(ctx)
-	if err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
-	}
-	s.Topics = topics
-	if tableRows < o.cfg.ExactCountBelow {
-		// A small table: count rather than estimate.
-		sentEstimate, queuedEstimate = -1, -1
-	}
-	if err := o.sendBatch(ctx, func(b *pgx.Batch) { o.queueStatsMore(b, &s, sentEstimate, queuedEstimate) }); err != nil {
-		return Stats{}, fmt.Errorf("ops: stats: %w", o.dbErr(err))
-	}
-	o.addCursor(&s, queuedEstimate)
-	if oldest != nil && (s.OldestUnsentAt.IsZero() || oldest.Before(s.OldestUnsentAt)) {
-		s.OldestUnsentAt = *oldest
-	}
-	if !s.OldestUnsentAt.IsZero() {
-		s.OldestUnsentAge = max(s.At.Sub(s.OldestUnsentAt), 0)
-	}
-	return s, nil
 }
 
 // queueStatsMore queues what Stats reads after its first round trip: the
-// SENT count when sentEstimate is unknown (-1: the index was never vacuumed
-// or analyzed, or the table is small enough to count), and in
-// cursor mode the cursor's lag, the messages it passed since an earlier
-// Stats (its throughput), and those it passed in all when queuedEstimate
-// (the QUEUED rows as the statistics know them) is unknown; addCursor
-// completes the figures after the round trip.
-func (o *Ops) queueStatsMore(b *pgx.Batch, s *Stats, sentEstimate, queuedEstimate int64) {
-	if sentEstimate >= 0 {
-		s.Counts[outbox.StatusSent] = sentEstimate
+// SENT count when est.sent is unknown (-1: the index was never vacuumed or
+// analyzed, or the table is small enough to count), and in cursor mode the
+// messages it passed since an earlier Stats (its throughput) and those it
+// passed in all when est.cursor is unknown; addCursor completes the
+// figures after the round trip.
+func (o *Ops) queueStatsMore(b *pgx.Batch, s *Stats, est sentEstimates) {
+	if est.sent >= 0 {
+		s.Counts[outbox.StatusSent] = est.sent
 		s.SentEstimated = true
 	} else {
 		b.Queue(o.q.statsSentExact).QueryRow(func(row pgx.Row) error {
@@ -220,9 +265,8 @@ func (o *Ops) queueStatsMore(b *pgx.Batch, s *Stats, sentEstimate, queuedEstimat
 	if !c.Present {
 		return
 	}
-	o.queueCursorLag(b, c)
-	if queuedEstimate < 0 {
-		b.Queue(o.q.statsCursorSentExact, c.Position).QueryRow(func(row pgx.Row) error {
+	if est.cursor < 0 {
+		b.Queue(o.q.statsCursorSentExact).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&s.CursorSent)
 			s.Counts[outbox.StatusSent] += s.CursorSent
 			return err
@@ -240,19 +284,17 @@ func (o *Ops) queueStatsMore(b *pgx.Batch, s *Stats, sentEstimate, queuedEstimat
 	}
 }
 
-// addCursor adds the cursor's lag (read by queueStatsMore) to the unsent
-// figures of s, and the messages it passed to SENT by the statistics'
-// queuedEstimate, unless that was unknown (-1) and they were counted. It
-// records where the cursor is for a later Stats.
-func (o *Ops) addCursor(s *Stats, queuedEstimate int64) {
+// addCursor adds the messages the cursor passed to SENT by the statistics'
+// cursorEstimate (the messages of cursor mode, less the lag), unless that
+// was unknown (-1) and they were counted. It records where the cursor is
+// for a later Stats.
+func (o *Ops) addCursor(s *Stats, cursorEstimate int64) {
 	c := s.Cursor
 	if !c.Present {
 		return
 	}
-	s.Counts[outbox.StatusPending] += c.LagMessages
-	s.OldestUnsentAt = c.OldestUnsentAt
-	if queuedEstimate >= 0 {
-		s.CursorSent = max(queuedEstimate-c.LagMessages, 0)
+	if cursorEstimate >= 0 {
+		s.CursorSent = max(cursorEstimate-c.LagMessages, 0)
 		s.Counts[outbox.StatusSent] += s.CursorSent
 		s.SentEstimated = true
 	}

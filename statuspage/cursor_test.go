@@ -17,7 +17,7 @@ import (
 )
 
 // In cursor mode the page shows the mode, the cursor's position, its leader
-// and its lag, and counts the unsent QUEUED messages as PENDING and the
+// and its lag, and counts the unsent messages of cursor mode as PENDING and the
 // passed ones as SENT.
 func TestStatusPage_ShowsTheCursorInCursorMode(t *testing.T) {
 	t.Parallel()

@@ -170,7 +170,7 @@ type Config struct {
 	Mode Mode
 
 	// Cursor runs every phase on outboxes in cursor mode
-	// (pgstore.EnableCursor): relays lead a cursor over QUEUED messages
+	// (pgstore.EnableCursor): relays lead a cursor over the new messages
 	// instead of claiming and marking each one, and the database-only
 	// ceiling is the cursor's own read-and-acknowledge loop. Needs Mode
 	// polling. Defaults to false: claim mode.

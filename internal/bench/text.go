@@ -36,7 +36,7 @@ func WriteText(w io.Writer, rep Report) error {
 	}
 	store := "claim mode (claim and mark each message)"
 	if st.Cursor {
-		store = "cursor mode (one leader reads QUEUED messages in seq order)"
+		store = "cursor mode (one leader reads the new messages in seq order)"
 	}
 	p("relay\tbatch size %d, %d workers, poll interval %s ms, linger %s; %s", st.BatchSize, st.RelayWorkers, human(st.PollIntervalMs), linger, store)
 	if st.Mode != "" && st.Mode != ModePolling {

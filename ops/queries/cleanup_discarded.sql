@@ -1,16 +1,19 @@
 -- Ops.Cleanup with IncludeDiscarded: like cleanup_sent.sql, for DISCARDED
 -- messages discarded before the cutoff, through the partial index
--- outbox_messages_discarded.
+-- outbox_messages_discarded. DISCARDED is final too.
 --
 -- $1 cutoff, $2 discarded at or after, $3 batch size.
-WITH doomed AS (
-    SELECT seq
-    FROM {{schema}}.outbox_messages
-    WHERE status = 'DISCARDED'
-      AND discarded_at < $1::timestamptz
-      AND discarded_at >= $2::timestamptz
-    ORDER BY discarded_at
+WITH batch AS (
+    SELECT s.seq
+    FROM {{schema}}.outbox_message_states(ARRAY['DISCARDED']) s
+    WHERE s.discarded_at < $1::timestamptz
+      AND s.discarded_at >= $2::timestamptz
+    ORDER BY s.discarded_at
     LIMIT $3
+), doomed AS (
+    SELECT m.seq
+    FROM {{schema}}.outbox_messages m
+    WHERE m.seq = ANY (ARRAY(SELECT b.seq FROM batch b))
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM {{schema}}.outbox_messages m

@@ -1,9 +1,11 @@
 -- The dead letters a Filter selects, each with when it became a dead letter,
 -- its error class and its group's key: the FROM item of dlq_list.sql and
 -- dlq_groups.sql, which include it as {{dead_letters}}, so that a group
--- listed is exactly the group replayed or discarded. The status predicate
--- is that of the partial index outbox_messages_dead (migration 014), so
--- only the dead letters are read.
+-- listed is exactly the group replayed or discarded. They are the messages
+-- in state DEAD_LETTER (outbox_message_states, migration 016), which the
+-- function reads through the partial index outbox_messages_dead
+-- (migration 014) in seq order, so only the dead letters are read, and a
+-- LIMIT stops the scan.
 --
 -- Each LATERAL subquery ends in OFFSET 0 so that it is computed once per
 -- row: without it PostgreSQL substitutes its expressions wherever they are
@@ -46,7 +48,7 @@
 -- codes' names. $6 is the LIMIT of the including query.
 SELECT m.seq, m.id, m.aggregate_type, m.aggregate_id, m.event_type, m.topic,
        m.created_at, d.dead_at, m.attempts, m.last_error, c.error_class, k.group_key
-FROM {{schema}}.outbox_messages m
+FROM {{schema}}.outbox_message_states(ARRAY['DEAD_LETTER']) m
 CROSS JOIN LATERAL (
     SELECT coalesce((SELECT max(a.at)
                      FROM {{schema}}.outbox_attempts a
@@ -85,8 +87,7 @@ CROSS JOIN LATERAL (
     SELECT left(md5(concat_ws(E'\n', c.error_class, m.topic, m.event_type)), 16) AS group_key
     OFFSET 0
 ) k
-WHERE m.status = 'DEAD_LETTER'
-  AND ($1::text = '' OR m.aggregate_type = $1)
+WHERE ($1::text = '' OR m.aggregate_type = $1)
   AND ($2::text = '' OR m.aggregate_id = $2)
   AND ($3::text = '' OR m.event_type = $3)
   AND d.dead_at >= $4::timestamptz

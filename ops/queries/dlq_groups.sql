@@ -18,7 +18,9 @@ WITH g AS (
 )
 SELECT g.group_key, g.error_class, g.topic, g.event_type, g.n, g.aggregates,
        g.first_dead_at, g.last_dead_at,
-       (SELECT m.last_error FROM {{schema}}.outbox_messages m WHERE m.seq = g.last_seq)
+       (SELECT m.last_error
+        FROM {{schema}}.outbox_message_states(ARRAY['DEAD_LETTER']) m
+        WHERE m.seq = g.last_seq)
 FROM g
 ORDER BY g.n DESC, g.first_dead_at, g.group_key
 LIMIT $6::bigint

@@ -2,4 +2,4 @@
 -- primary key.
 --
 -- $1 seq.
-SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1
+SELECT m.id FROM {{schema}}.outbox_message_states m WHERE m.seq = $1

@@ -4,30 +4,30 @@
 -- publishes nothing of a blocked aggregate until the dead letter is
 -- replayed or discarded.
 --
--- Starts from the dead letters (few; a bitmap scan of the partial index
--- outbox_messages_unsent_by_aggregate), then probes that index per dead
--- letter for an earlier unsent message and counts the later ones.
+-- Starts from the dead letters (few; outbox_messages_dead), then probes
+-- outbox_messages_unsent_by_aggregate per dead letter for an earlier
+-- unsent message and counts the later ones. The messages that block or
+-- wait are those claims publish (by_cursor false): cursor mode moves the
+-- later messages of an aggregate whose message failed to them, and its own
+-- unsent messages are in no index by aggregate.
 --
 -- $1 the most aggregates to list, oldest dead letter first; the first
 -- column counts them all.
 SELECT count(*) OVER (), d.aggregate_type, d.aggregate_id, d.id, d.event_type, w.waiting
-FROM {{schema}}.outbox_messages d
+FROM {{schema}}.outbox_message_states(ARRAY['DEAD_LETTER']) d
 CROSS JOIN LATERAL (
     SELECT count(*) AS waiting
-    FROM {{schema}}.outbox_messages l
+    FROM {{schema}}.outbox_message_states(ARRAY['PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'], false) l
     WHERE l.aggregate_type = d.aggregate_type
       AND l.aggregate_id = d.aggregate_id
       AND l.seq > d.seq
-      AND l.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER')
 ) w
-WHERE d.status = 'DEAD_LETTER'
-  AND w.waiting > 0
+WHERE w.waiting > 0
   AND NOT EXISTS (
       SELECT 1
-      FROM {{schema}}.outbox_messages e
+      FROM {{schema}}.outbox_message_states(ARRAY['PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'], false) e
       WHERE e.aggregate_type = d.aggregate_type
         AND e.aggregate_id = d.aggregate_id
-        AND e.seq < d.seq
-        AND e.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'))
+        AND e.seq < d.seq)
 ORDER BY d.seq
 LIMIT $1

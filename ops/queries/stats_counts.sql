@@ -1,11 +1,9 @@
--- Ops.Stats: the unsent and dead-lettered messages per status. The predicate
--- implies outbox_messages_unsent_by_aggregate's, so this reads that partial
--- index and the backlog's rows only, never the SENT history. A PENDING or
--- FAILED message with a lease token is IN_FLIGHT (pgstore's claim.sql leases
--- a row without changing its status).
-SELECT CASE WHEN status IN ('PENDING', 'FAILED') AND lease_token IS NOT NULL THEN 'IN_FLIGHT'
-            ELSE status END,
-       count(*)
-FROM {{schema}}.outbox_messages
-WHERE status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER')
-GROUP BY 1
+-- Ops.Stats: the messages per state (outbox_message_states, migration 016)
+-- that are not SENT, split by by_cursor so that the unsent messages of
+-- cursor mode (its lag) are known too. The states are literals, so the
+-- function reads only the indexes that hold them: outbox_messages_due,
+-- _dead and _discarded, and the primary key above the cursor's position;
+-- never the SENT history.
+SELECT s.state, s.by_cursor, count(*)
+FROM {{schema}}.outbox_message_states(ARRAY['PENDING', 'IN_FLIGHT', 'FAILED', 'DEAD_LETTER', 'DISCARDED']) s
+GROUP BY s.state, s.by_cursor

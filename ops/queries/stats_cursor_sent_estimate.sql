@@ -1,12 +1,14 @@
--- Ops.Stats: how many QUEUED messages there are, as PostgreSQL's statistics
--- know it, for the SENT estimate in cursor mode. Every status but QUEUED is
--- in exactly one partial index (PENDING, FAILED, IN_FLIGHT and DEAD_LETTER
--- in outbox_messages_unsent_by_aggregate, SENT in _sent, DISCARDED in
--- _discarded), so the table's row estimate minus those indexes' is the
--- QUEUED rows when VACUUM or ANALYZE (autovacuum) last counted. On a
--- partitioned table each figure is the sum over the leaf partitions (a
--- leaf never counted adds 0). -1 when one of them was never counted.
--- Reads only pg_class, however large the table.
+-- Ops.Stats: how many messages of cursor mode there are (outbox_message_states'
+-- by_cursor), as PostgreSQL's statistics know it, for the SENT estimate in
+-- cursor mode. Those messages are in none of the partial indexes, and
+-- every other message is in exactly one (PENDING, FAILED, IN_FLIGHT and
+-- DEAD_LETTER in outbox_messages_unsent_by_aggregate, SENT in _sent,
+-- DISCARDED in _discarded), so the table's row estimate minus those
+-- indexes' is their number when VACUUM or ANALYZE (autovacuum) last
+-- counted. On a partitioned table each figure is the sum over the leaf
+-- partitions (a leaf never counted adds 0). -1 when one of them was never
+-- counted. Reads only pg_class, however large the table: the statistics
+-- are of tables and indexes, which no view can stand in for.
 --
 -- $1 the schema name (unquoted; format's %I quotes it).
 WITH rel (name, sign) AS (

@@ -1,16 +1,13 @@
--- Ops.Stats: the event types with the most FAILED and DEAD_LETTER messages.
--- Reads the partial index outbox_messages_unsent_by_aggregate and those
--- rows only. A FAILED message a relay holds for its retry (a lease token;
--- pgstore's claim.sql leases a row without changing its status) is
--- IN_FLIGHT, as in stats_counts.sql, and not counted here.
+-- Ops.Stats: the event types with the most FAILED and DEAD_LETTER messages,
+-- by their state (outbox_message_states): a FAILED message a relay holds
+-- for its retry is IN_FLIGHT, and not counted here. Reads the unsent rows
+-- of outbox_messages_due and the dead letters only.
 --
 -- $1 the most event types to return.
-SELECT event_type,
-       count(*) FILTER (WHERE status = 'FAILED'),
-       count(*) FILTER (WHERE status = 'DEAD_LETTER')
-FROM {{schema}}.outbox_messages
-WHERE status IN ('FAILED', 'DEAD_LETTER')
-  AND (status = 'DEAD_LETTER' OR lease_token IS NULL)
-GROUP BY event_type
-ORDER BY count(*) DESC, event_type
+SELECT s.event_type,
+       count(*) FILTER (WHERE s.state = 'FAILED'),
+       count(*) FILTER (WHERE s.state = 'DEAD_LETTER')
+FROM {{schema}}.outbox_message_states(ARRAY['FAILED', 'DEAD_LETTER'], false) s
+GROUP BY s.event_type
+ORDER BY count(*) DESC, s.event_type
 LIMIT $1

@@ -19,9 +19,10 @@ import (
 // can test for it.
 var ErrNotMigrated = store.ErrNotMigrated
 
-// PostgreSQL's codes for a missing table and a missing schema.
+// PostgreSQL's codes for a missing table, function and schema.
 const (
 	codeUndefinedTable    = "42P01" // undefined_table
+	codeUndefinedFunction = "42883" // undefined_function
 	codeInvalidSchemaName = "3F000" // invalid_schema_name
 )
 
@@ -53,7 +54,9 @@ func noTables(schema string, pg *pgconn.PgError) error {
 
 // NotMigrated returns err as an error wrapping [ErrNotMigrated] that says
 // how to fix it when err is PostgreSQL's undefined_table (42P01) about a
-// table in schema, or invalid_schema_name (3F000) about schema, and err
+// table in schema, undefined_function (42883) about an outbox_ function in
+// schema (one of a later migration, such as outbox_message_states of
+// migration 016), or invalid_schema_name (3F000) about schema, and err
 // itself otherwise (nil for nil). The message reads
 //
 //	no outbox tables in schema "orders": run 'outbox migrate --schema orders'
@@ -72,6 +75,11 @@ func NotMigrated(schema string, err error) error {
 	switch {
 	case pgErr.Code == codeInvalidSchemaName && strings.Contains(pgErr.Message, `"`+schema+`"`):
 		return noTables(schema, pgErr)
+	case pgErr.Code == codeUndefinedFunction:
+		if missing := missingFunction(schema, pgErr); missing != nil {
+			return missing
+		}
+		return err
 	case pgErr.Code != codeUndefinedTable:
 		return err
 	}
@@ -88,6 +96,18 @@ func NotMigrated(schema string, err error) error {
 		return noTables(schema, pgErr)
 	}
 	return &notMigratedError{fmt.Sprintf("schema %q lacks the outbox table %s: %s", schema, table, migrateHint(schema)), pgErr}
+}
+
+// missingFunction is NotMigrated for undefined_function, or nil when the
+// function is not an outbox function of schema. PostgreSQL names the
+// function as called, schema.name(argument types), unquoted.
+func missingFunction(schema string, pg *pgconn.PgError) error {
+	_, fn, ok := strings.Cut(pg.Message, "function "+schema+".outbox_")
+	if !ok {
+		return nil
+	}
+	name, _, _ := strings.Cut("outbox_"+fn, "(")
+	return &notMigratedError{fmt.Sprintf("schema %q lacks the outbox function %s: %s", schema, name, migrateHint(schema)), pg}
 }
 
 // notMigrated is [NotMigrated] for this store's schema.

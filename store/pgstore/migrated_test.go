@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,30 @@ func TestNotMigrated_LeavesOtherErrorsAlone(t *testing.T) {
 	}
 	if pg, ok := errors.AsType[*pgconn.PgError](got); !ok || pg != mine {
 		t.Errorf("NotMigrated dropped PostgreSQL's error from the chain: %v", got)
+	}
+}
+
+// A missing outbox function of the schema (one of a later migration, such
+// as outbox_message_states of migration 016) is named with the fix; a
+// missing function of another schema, or not of the outbox, is left alone.
+func TestNotMigrated_NamesAMissingOutboxFunction(t *testing.T) {
+	t.Parallel()
+	mine := &pgconn.PgError{Code: "42883", Message: "function outbox.outbox_message_states(text[], boolean) does not exist"}
+	got := pgstore.NotMigrated("outbox", mine)
+	want := `schema "outbox" lacks the outbox function outbox_message_states: run 'outbox migrate --schema outbox'`
+	if !errors.Is(got, pgstore.ErrNotMigrated) || got.Error() != want {
+		t.Errorf("NotMigrated(%v) = %v; want ErrNotMigrated saying %s", mine, got, want)
+	}
+	if pg, ok := errors.AsType[*pgconn.PgError](got); !ok || pg != mine {
+		t.Errorf("NotMigrated dropped PostgreSQL's error from the chain: %v", got)
+	}
+	for _, err := range []error{
+		&pgconn.PgError{Code: "42883", Message: "function elsewhere.outbox_message_states() does not exist"},
+		&pgconn.PgError{Code: "42883", Message: "function outbox.my_function(integer) does not exist"},
+		fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "42883", Message: "function lower(integer) does not exist"}),
+	} {
+		if got := pgstore.NotMigrated("outbox", err); got != err {
+			t.Errorf("NotMigrated(%v) = %v, want it unchanged", err, got)
+		}
 	}
 }
