@@ -25,6 +25,5 @@ SET active = true,
     unhandled_hi = NULL;
 
 -- Statistics for the one row, so that the planner does not assume a table of
--- hundreds of rows where queries (get.sql, counts.sql, package ops) read the
--- position in a subquery.
+-- hundreds of rows where a query reads the cursor's row.
 ANALYZE {{schema}}.outbox_cursor;
