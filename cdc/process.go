@@ -256,14 +256,9 @@ func (r *Relay) publishRecs(run *batchRun, todo []int) []error {
 	}
 	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
 	defer cancel()
-	errs := r.cfg.Sink.Publish(ctx, recs)
-	if len(errs) != len(recs) {
-		bug := fmt.Errorf("cdc: sink returned %d results for %d records", len(errs), len(recs))
-		r.log.Error("sink bug", slog.Any("error", bug))
-		errs = make([]error, len(recs))
-		for j := range errs {
-			errs[j] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
-		}
+	errs, bug := failure.SinkResults(r.cfg.Sink.Publish(ctx, recs), len(recs))
+	if bug != nil {
+		r.log.Error("sink bug; the stream waits as for an unreachable broker", slog.Any("error", bug))
 	}
 	return errs
 }

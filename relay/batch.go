@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -169,21 +170,25 @@ func (r *Relay) markedSent(b *batch, sent []outbox.Record, n int64, err error) {
 	}
 }
 
-// settleFailed records the decided failures (FAILED or DEAD_LETTER) and
-// reports each; a batch that found the broker unreachable logs the
+// settleFailed records the decided failures (FAILED or DEAD_LETTER) and,
+// once they are recorded, reports each (a log line, Hooks.Failed); a batch that found the broker unreachable logs the
 // relay's pause.
 func (r *Relay) settleFailed(b *batch, out outcome) {
 	n, err := r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
 		return r.cfg.Store.MarkFailed(ctx, b.claim.Token, out.failures)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		r.log.Error("mark failed failed; the messages will be retried after the lease expires",
 			slog.Any("error", err), slog.Int("messages", len(out.failures)))
-	} else {
+	case n < int64(len(out.failures)):
+		// Another relay owns some of them now and decides their fate; which
+		// ones is not known, so none is reported as retrying or dead.
 		r.fenced(b.claim.Token, len(out.failures), n)
-	}
-	for i, rec := range out.failed {
-		r.report.Report(rec, out.errs[i], out.failures[i])
+	default:
+		for i, rec := range out.failed {
+			r.report.Report(rec, out.errs[i], out.failures[i])
+		}
 	}
 	if out.unavailable {
 		r.log.Warn("broker unavailable; relay pausing", slog.Duration("pause", r.pause.Remaining(time.Now())))
@@ -228,17 +233,11 @@ func (r *Relay) publish(ctx context.Context, recs []outbox.Record) []error {
 }
 
 // publishValid publishes recs with the sink and returns one error per
-// record.
+// record (see failure.SinkResults for a sink that returns another number).
 func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record) []error {
-	errs := r.cfg.Sink.Publish(ctx, recs)
-	if len(errs) != len(recs) {
-		// A sink bug; treat every record as not sent rather than guess.
-		bug := fmt.Errorf("relay: sink returned %d results for %d records", len(errs), len(recs))
-		r.log.Error("sink bug", slog.Any("error", bug))
-		errs = make([]error, len(recs))
-		for i := range errs {
-			errs[i] = bug
-		}
+	errs, bug := failure.SinkResults(r.cfg.Sink.Publish(ctx, recs), len(recs))
+	if bug != nil {
+		r.log.Error("sink bug; the relay pauses as for an unreachable broker", slog.Any("error", bug))
 	}
 	return errs
 }

@@ -242,6 +242,12 @@ func (h *harness) setupDatabase(ctx context.Context) error {
 		}
 		h.logf("the outbox is in cursor mode")
 	}
+	if h.cfg.Strategy == StrategyCDC {
+		if _, err := st.SetMode(ctx, pgstore.ModeCDC, "chaos"); err != nil {
+			return fmt.Errorf("chaos: cdc mode: %w", err)
+		}
+		h.logf("the outbox is in cdc mode")
+	}
 	h.store = st
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/ops"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // The per-strategy suite: the relay's promises, checked end to end with
@@ -66,6 +67,12 @@ func newSuiteEnv(t *testing.T, s strategy, bcfg broker.Config) *suiteEnv {
 		e = newEnv(t)
 	}
 	if s.name == "cdc" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := e.store.SetMode(ctx, pgstore.ModeCDC, "test")
+		cancel()
+		if err != nil {
+			t.Fatalf("switch the outbox to cdc mode: %v", err)
+		}
 		// Cleanups run last first: this one after the relays were killed,
 		// before the schema is dropped.
 		t.Cleanup(func() {

@@ -332,3 +332,22 @@ func TestReporter_ZeroValueLogsToTheDefault(t *testing.T) {
 		t.Fatalf("default logger got %d lines; want the dead-letter line", len(c.recs))
 	}
 }
+
+func TestSinkResults(t *testing.T) {
+	errA := errors.New("a")
+	errs, bug := failure.SinkResults([]error{nil, errA}, 2)
+	if bug != nil || len(errs) != 2 || errs[0] != nil || errs[1] != errA {
+		t.Fatalf("right count: %v, %v; want the results unchanged and no bug", errs, bug)
+	}
+	for _, got := range [][]error{nil, {nil}, {nil, nil, nil}} {
+		errs, bug := failure.SinkResults(got, 2)
+		if bug == nil || len(errs) != 2 {
+			t.Fatalf("%d results for 2: %v, %v; want 2 errors and a bug", len(got), errs, bug)
+		}
+		for _, err := range errs {
+			if !errors.Is(err, sink.ErrUnavailable) || !errors.Is(err, bug) {
+				t.Fatalf("%v: want an error wrapping sink.ErrUnavailable and the bug", err)
+			}
+		}
+	}
+}

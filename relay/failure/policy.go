@@ -1,6 +1,7 @@
 package failure
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/outbox-dev/outbox"
@@ -78,4 +79,22 @@ func classify(rec outbox.Record, err error) sink.Class {
 		return sink.Permanent
 	}
 	return sink.Classify(err)
+}
+
+// SinkResults checks that a sink's Publish returned one error per record,
+// as sink.Sink requires: n is the number of records. If it did, errs is
+// returned as it is and bug is nil. Otherwise the sink has a bug: every
+// record gets an error that wraps both [sink.ErrUnavailable] and bug, so
+// that nothing is counted or dead-lettered for it and the relay pauses as
+// for an unreachable broker, and the caller logs bug.
+func SinkResults(errs []error, n int) (_ []error, bug error) {
+	if len(errs) == n {
+		return errs, nil
+	}
+	bug = fmt.Errorf("sink returned %d results for %d records", len(errs), n)
+	out := make([]error, n)
+	for i := range out {
+		out[i] = fmt.Errorf("%w: %w", sink.ErrUnavailable, bug)
+	}
+	return out, bug
 }
