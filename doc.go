@@ -94,7 +94,7 @@
 //   - FAILED: a publish failed; it is claimed again (back to IN_FLIGHT)
 //     after an exponential backoff.
 //   - DEAD_LETTER: it failed relay.Config.MaxAttempts times, or the broker
-//     refused it for good (too large, unknown topic, not authorized). It and
+//     refused it for good (too large, invalid). It and
 //     every later message of its aggregate wait until an operator replays
 //     it (back to PENDING) or discards it.
 //

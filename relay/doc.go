@@ -19,13 +19,16 @@
 //     aggregate.
 //   - Failures: a retriable error counts an attempt and schedules a retry
 //     after min(RetryMax, RetryBase*2^attempts) minus up to half of it as
-//     jitter; after MaxAttempts the message is DEAD_LETTER. An error the
-//     broker will never accept (too large, invalid or unknown topic, not
-//     authorized) dead-letters at once with the broker's reason, and so
+//     jitter; after MaxAttempts the message is DEAD_LETTER. A record the
+//     broker will never accept (too large, invalid, a topic name Kafka
+//     cannot have) dead-letters at once with the broker's reason, and so
 //     does a message that is itself invalid (a row written with plain SQL
 //     whose headers are not a JSON object of string values: see
 //     outbox.Record.Invalid), with the column and the rule, without being
-//     published; the rest of its batch is published as usual. An
+//     published; the rest of its batch is published as usual. A topic
+//     that cannot take records (missing, not authorized) is not the
+//     message's fault: nothing is counted, the message waits and is tried
+//     again every few seconds, and other topics flow. An
 //     unreachable broker is not the message's fault: nothing is counted,
 //     and the whole relay pauses with a growing backoff instead of
 //     looping. Package [failure] makes these decisions, for the CDC relay
