@@ -6,21 +6,23 @@ package pgschema
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/outbox-dev/outbox/internal/migrate"
-	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
 )
 
 // nameRe is the rule for a schema name: lower case, so that quoted and
 // unquoted spellings agree, and at most 63 bytes.
 var nameRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+//go:embed lock.sql
+var lockSQL string
 
 // ErrInvalidName is wrapped by [Check]'s error.
 var ErrInvalidName = errors.New("invalid schema name")
@@ -48,8 +50,12 @@ func Render(sql, schema string) string {
 // keyed by purpose and schema. So it is idempotent, and processes that
 // start at once wait for each other instead of racing on CREATE SCHEMA.
 func Apply(ctx context.Context, pool *pgxpool.Pool, purpose, schema, ddl string) error {
-	key := migrate.LockKey("outbox.examples." + purpose + ":" + schema)
-	return pgmigrate.Locked(ctx, pool, key, func(tx pgx.Tx) error {
+	h := fnv.New64a()
+	h.Write([]byte("outbox.examples." + purpose + ":" + schema))
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockSQL, int64(h.Sum64())); err != nil {
+			return fmt.Errorf("take the advisory lock: %w", err)
+		}
 		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("create the tables in schema %s: %w", schema, err)
 		}
