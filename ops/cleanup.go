@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/outbox-dev/outbox/internal/conf"
 )
 
 // CleanupConfig configures [Ops.Cleanup].
@@ -60,15 +62,11 @@ func (c CleanupConfig) withDefaults() CleanupConfig {
 }
 
 func (c CleanupConfig) validate() error {
-	switch {
-	case c.OlderThan < MinCleanupAge:
-		return fmt.Errorf("%w: OlderThan %s must be at least %s", ErrInvalidConfig, c.OlderThan, MinCleanupAge)
-	case c.BatchSize < 1:
-		return fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidConfig, c.BatchSize)
-	case c.Pause < 0:
-		return fmt.Errorf("%w: Pause %s must not be negative", ErrInvalidConfig, c.Pause)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.AtLeast("OlderThan", c.OlderThan, MinCleanupAge),
+		conf.AtLeast("BatchSize", c.BatchSize, 1),
+		conf.NotNegative("Pause", c.Pause),
+	)
 }
 
 // Cleanup deletes SENT messages published more than cfg.OlderThan ago (and,

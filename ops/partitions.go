@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -53,15 +54,12 @@ func (c PartitionConfig) withDefaults() PartitionConfig {
 }
 
 func (c PartitionConfig) validate() error {
-	switch {
-	case c.OlderThan < 0 || (c.OlderThan > 0 && c.OlderThan < MinCleanupAge):
-		return fmt.Errorf("%w: OlderThan %s must be 0 (drop nothing) or at least %s", ErrInvalidConfig, c.OlderThan, MinCleanupAge)
-	case c.Ahead < 0:
-		return fmt.Errorf("%w: Ahead %d must not be negative", ErrInvalidConfig, c.Ahead)
-	case c.LockTimeout < time.Millisecond:
-		return fmt.Errorf("%w: LockTimeout %s must be at least 1ms", ErrInvalidConfig, c.LockTimeout)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.Rule("OlderThan", c.OlderThan == 0 || c.OlderThan >= MinCleanupAge,
+			"must be 0 (drop nothing) or at least %s, not %s", MinCleanupAge, c.OlderThan),
+		conf.NotNegative("Ahead", c.Ahead),
+		conf.AtLeast("LockTimeout", c.LockTimeout, time.Millisecond),
+	)
 }
 
 // KeptPartition is a partition old enough to drop that retention kept, and

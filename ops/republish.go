@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -84,20 +85,12 @@ func (c RepublishConfig) withDefaults() RepublishConfig {
 }
 
 func (c RepublishConfig) validate() error {
-	bad := func(field, rule string, args ...any) error {
-		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(rule, args...))
-	}
-	switch {
-	case !cursorNameRe.MatchString(c.Name):
-		return bad("Name", "%q must match %s", c.Name, cursorNameRe)
-	case c.Since.IsZero():
-		return bad("Since", "is required")
-	case c.Rate < 0:
-		return bad("Rate", "%v must be positive", c.Rate)
-	case c.BatchSize < 0:
-		return bad("BatchSize", "%d must be positive", c.BatchSize)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.Rule("Name", cursorNameRe.MatchString(c.Name), "%q must match %s", c.Name, cursorNameRe),
+		conf.Required("Since", !c.Since.IsZero()),
+		conf.NotNegative("Rate", c.Rate),
+		conf.NotNegative("BatchSize", c.BatchSize),
+	)
 }
 
 // cursor is a row of outbox_republish_cursors.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/backoff"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -35,15 +36,9 @@ type Policy struct {
 }
 
 func (p Policy) withDefaults() Policy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.RetryBase == 0 {
-		p.RetryBase = DefaultRetryBase
-	}
-	if p.RetryMax == 0 {
-		p.RetryMax = DefaultRetryMax
-	}
+	conf.Default(&p.MaxAttempts, DefaultMaxAttempts)
+	conf.Default(&p.RetryBase, DefaultRetryBase)
+	conf.Default(&p.RetryMax, DefaultRetryMax)
 	return p
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -115,25 +116,17 @@ func (c Config) withDefaults() Config {
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	if !schemaRe.MatchString(c.Schema) {
-		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
-	}
-	if strings.HasPrefix(c.Schema, "pg_") {
-		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
-	}
 	if err := c.Partitioning.validate(); err != nil {
 		return err
 	}
-	if c.LeaderLease != 0 && c.LeaderLease < minLeaderLease {
-		return fmt.Errorf("%w: LeaderLease %v must be at least %v", ErrInvalidConfig, c.LeaderLease, minLeaderLease)
-	}
-	if c.CursorReadAhead < 0 {
-		return fmt.Errorf("%w: CursorReadAhead %d must not be negative", ErrInvalidConfig, c.CursorReadAhead)
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig,
+		conf.Rule("Schema", schemaRe.MatchString(c.Schema), "%q must match %s", c.Schema, schemaRe),
+		conf.Rule("Schema", !strings.HasPrefix(c.Schema, "pg_"), "%q must not start with pg_ (reserved by PostgreSQL)", c.Schema),
+		conf.Rule("LeaderLease", c.LeaderLease == 0 || c.LeaderLease >= minLeaderLease,
+			"must be at least %v, not %v", minLeaderLease, c.LeaderLease),
+		conf.NotNegative("CursorReadAhead", c.CursorReadAhead),
+		c.Limits.Validate(),
+	)
 }
 
 // Store is the PostgreSQL outbox store. It is safe for concurrent use.
