@@ -91,6 +91,11 @@ type cursorState struct {
 	savedAt    time.Time
 	// savedHandled is the window's handled count at the last save.
 	savedHandled uint64
+	// keepStop ends the goroutine that renews the lead's lease (nil when
+	// none runs); keepDone is closed when the last one started returned
+	// (cursorlease.go).
+	keepStop context.CancelFunc
+	keepDone chan struct{}
 
 	lastTable time.Time // the last claim of the table path
 	tableMore bool      // it found messages: claim again at once

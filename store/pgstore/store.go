@@ -91,9 +91,10 @@ type Config struct {
 	// LeaderLease is, in cursor mode, the lease of the relay that leads
 	// the cursor: the longest a standby waits for a leader that stopped
 	// renewing it (a hung or partitioned process) before it takes over.
-	// A relay.Relay renews its lead every third of it for as long as it
-	// runs (Store.KeepLease), whether it reads, idles or waits for the
-	// broker. A standby tries to lead with its claims, as often as
+	// A Store that leads renews its lease every third of it, on its pool,
+	// until it resigns ([Store.Resign]), loses the lead or its pool is
+	// closed, whatever its caller does meanwhile (reads, idles or waits
+	// for the broker). A standby tries to lead with its claims, as often as
 	// FullClaimInterval allows and at least five times per LeaderLease
 	// (with relay.Config's default PollInterval, once a second). The old
 	// leader's writes are fenced by its lease token from the takeover on.
@@ -161,7 +162,6 @@ var (
 	_ store.Notifier     = (*Store)(nil)
 	_ store.MarkClaimer  = (*Store)(nil)
 	_ store.Resigner     = (*Store)(nil)
-	_ store.LeaseKeeper  = (*Store)(nil)
 	_ store.MemoryMarker = (*Store)(nil)
 )
 
