@@ -175,6 +175,7 @@ type queries struct {
 	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
 	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
+	cursorDeactivate                                                           string
 
 	migrateLock string
 
@@ -225,6 +226,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.cursorCheck, "cursor_check.sql"},
 		{&s.q.cursorEnable, "cursor_enable.sql"},
 		{&s.q.cursorDisable, "cursor_disable.sql"},
+		{&s.q.cursorDeactivate, "cursor_deactivate.sql"},
 		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
 		{&s.q.checkMigrated, "check_migrated.sql"},
