@@ -225,10 +225,11 @@
 // when it stops using it). Other relays are standbys: they try to lead at
 // least five times per lease and take over when the lease has expired (a
 // leader that hangs, is stopped or cut off renews nothing), or at once
-// when the leader resigned ([Store.Resign], called by relay.Relay.Stop). A leader that resumes after its lease ran
-// out finds that before anything it does, and a write already under way
-// changes nothing once another relay took the lease (its token is not the
-// cursor row's): it saves no position, moves no message to the table path,
+// when the leader resigned ([Store.Resign], called by relay.Relay.Stop). A
+// leader that resumes after its lease ran out finds that before anything
+// it does, and a write already under way changes nothing once another
+// relay took the lease (its token is not the cursor row's): it saves no
+// position, moves no message to the table path,
 // and its acknowledgements in memory are dropped with its window. The next
 // leader publishes again what the old one had not saved as handled, and
 // the old one's publishes that were in flight when it hung may still reach
