@@ -51,12 +51,11 @@
 //   - cursor: the same loop, over a pgstore.Store in cursor mode. One relay
 //     at a time, the leader, reads new messages in seq order and keeps a
 //     position instead of marking each message; the store does that behind
-//     store.Queue. The relay keeps the leader's short lease while it runs
-//     (store.LeaseKeeper), marks a published batch in memory
-//     (store.MemoryMarker), and hands the lead over when it stops
-//     (store.Resigner). Messages whose publish failed, and the later ones of
-//     their aggregates, are claimed as in claim mode. See package pgstore,
-//     "Cursor mode".
+//     store.Queue, and keeps the leader's short lease itself. The relay
+//     marks a published batch in memory (store.MemoryMarker), and hands
+//     the lead over when it stops (store.Resigner). Messages whose publish
+//     failed, and the later ones of their aggregates, are claimed as in
+//     claim mode. See package pgstore, "Cursor mode".
 //   - cdc: package cdc reads the inserts from the write-ahead log; its
 //     table path is a Relay over the aggregates the stream handed to it.
 //

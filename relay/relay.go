@@ -106,16 +106,6 @@ func (r *Relay) Start(ctx context.Context) error {
 		case <-r.stopping:
 		}
 	}()
-	// A store whose leader holds a lease of its own (store.LeaseKeeper)
-	// renews it until the relay has resigned.
-	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
-	if k, ok := r.cfg.Store.(store.LeaseKeeper); ok {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k.KeepLease(keepCtx)
-		}()
-	}
 	workers := sync.WaitGroup{}
 	workers.Go(r.poll)
 	for range r.cfg.Workers - 1 {
@@ -126,8 +116,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		r.sendStop()
 		r.resign()
 		stopListening()
-		stopKeeping()
-		wg.Wait() // the listening connection is closed, KeepLease returned
+		wg.Wait() // the listening connection is closed
 		close(r.done)
 	}()
 	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),

@@ -138,18 +138,6 @@ type Resigner interface {
 	Resign(ctx context.Context) error
 }
 
-// LeaseKeeper is implemented by stores in which one relay at a time leads
-// under a short lease of its own (pgstore in cursor mode). The relay runs
-// KeepLease on a goroutine of its own from its start until it has
-// resigned: KeepLease renews the lead's lease while the store leads,
-// whether the relay reads, idles or waits for the broker, and returns when
-// ctx is done. A process that hangs renews nothing, so a standby takes
-// over once the lease ran out; the old leader's writes are fenced from
-// then on.
-type LeaseKeeper interface {
-	KeepLease(ctx context.Context)
-}
-
 // MemoryMarker is implemented by stores that may record MarkSent in memory
 // and write it to the database later in bulk (pgstore in cursor mode, whose
 // leader keeps a position). While MarksInMemory reports true, the relay

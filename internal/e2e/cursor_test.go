@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox"
@@ -365,49 +366,100 @@ func (e *env) cursorLease() (owner, token string, pos int64) {
 	return owner, token, pos
 }
 
+// recordCursorWrites makes the database record, in the table
+// cursor_writes of the test's schema, every change that the cursor's
+// writes make, with the application_name of the connection that made it
+// (e.appName of a relay): each change of the cursor row (a lead taken, a
+// save, a renewal, a resignation), with the lease holder after it and the
+// position before and after; and each QUEUED message that leaves the
+// cursor for the table path (cursor_table.sql, a failed cursor message).
+// A write that the lease token fences changes no row and records nothing.
+func (e *env) recordCursorWrites() {
+	e.t.Helper()
+	q := pgx.Identifier{e.schema}.Sanitize()
+	for _, sql := range []string{
+		`CREATE TABLE ` + q + `.cursor_writes (
+			id bigserial PRIMARY KEY,
+			app text NOT NULL,
+			what text NOT NULL,
+			lease_owner text,
+			pos_before bigint,
+			pos_after bigint,
+			seq bigint)`,
+		`CREATE FUNCTION ` + q + `.record_cursor_write() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO ` + q + `.cursor_writes (app, what, lease_owner, pos_before, pos_after)
+			VALUES (current_setting('application_name'), 'cursor', NEW.lease_owner, OLD.position, NEW.position);
+			RETURN NULL;
+		END $$`,
+		`CREATE TRIGGER record_cursor_write AFTER UPDATE ON ` + q + `.outbox_cursor
+			FOR EACH ROW EXECUTE FUNCTION ` + q + `.record_cursor_write()`,
+		`CREATE FUNCTION ` + q + `.record_tabled() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO ` + q + `.cursor_writes (app, what, seq)
+			VALUES (current_setting('application_name'), 'tabled ' || NEW.status, NEW.seq);
+			RETURN NULL;
+		END $$`,
+		`CREATE TRIGGER record_tabled AFTER UPDATE OF status ON ` + q + `.outbox_messages
+			FOR EACH ROW WHEN (OLD.status = 'QUEUED' AND NEW.status <> 'QUEUED')
+			EXECUTE FUNCTION ` + q + `.record_tabled()`,
+	} {
+		if _, err := e.pool.Exec(context.Background(), sql); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// cursorWrite is a row of cursor_writes.
+type cursorWrite struct {
+	id                  int64
+	app, what, owner    string
+	posBefore, posAfter int64
+	seq                 int64
+}
+
+func (w cursorWrite) String() string {
+	return fmt.Sprintf("#%d %s by %s (lease %q, position %d -> %d, seq %d)", w.id, w.what, w.app, w.owner, w.posBefore, w.posAfter, w.seq)
+}
+
+// cursorWrites returns what recordCursorWrites recorded, in order.
+func (e *env) cursorWrites() []cursorWrite {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT id, app, what, coalesce(lease_owner, ''),
+		coalesce(pos_before, 0), coalesce(pos_after, 0), coalesce(seq, 0) FROM cursor_writes ORDER BY id`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cursorWrite, error) {
+		var w cursorWrite
+		err := r.Scan(&w.id, &w.app, &w.what, &w.owner, &w.posBefore, &w.posAfter, &w.seq)
+		return w, err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ws
+}
+
 // The leader's process hangs (SIGSTOP) while writers commit: the standby
 // leads within the leader's lease (pgstore.DefaultLeaderLease, not the
 // claims' lease of 30 s) and publishes what came next. When the old leader
-// resumes (SIGCONT), it finds its lease ended before it writes anything:
-// the cursor row keeps the standby's lease and its position never moves
-// backwards, and every message arrives, in order per aggregate.
+// resumes (SIGCONT), it writes nothing to the cursor: from the standby's
+// takeover on, no change of the cursor row (position, saved_at, handled
+// ranges, lease) and no QUEUED message moved to the table path comes from
+// its connections, the lease passed from A to B once, and every message
+// arrives, in order per aggregate. (The resumed leader finds its lease
+// ended before it writes; the database's fence of a write already under
+// way is tested in package pgstore, TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing.)
 func TestCursorRelay_SIGSTOPLeaderIsReplacedAndWritesNothingWhenItResumes(t *testing.T) {
 	t.Parallel()
 	e := newCursorEnv(t)
+	e.recordCursorWrites()
 	a := e.cursorRelay("A", nil, "--lease", "30s")
 	w := e.startWriter(5, 20*time.Millisecond)
 	a.waitLeads(30 * time.Second)
 	b := e.cursorRelay("B", nil, "--lease", "30s")
 	time.Sleep(time.Second)
-
-	// The position and lease holder are sampled throughout.
-	var (
-		mu      sync.Mutex
-		back    string
-		holders []string
-	)
-	sampleDone, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var last int64
-		for {
-			select {
-			case <-sampleDone:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			owner, _, pos := e.cursorLease()
-			mu.Lock()
-			if pos < last && back == "" {
-				back = fmt.Sprintf("%d after %d", pos, last)
-			}
-			if len(holders) == 0 || holders[len(holders)-1] != owner {
-				holders = append(holders, owner)
-			}
-			mu.Unlock()
-			last = max(last, pos)
-		}
-	}()
 
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -427,8 +479,7 @@ func TestCursorRelay_SIGSTOPLeaderIsReplacedAndWritesNothingWhenItResumes(t *tes
 	b.waitLeads(15 * time.Second)
 	e.waitStatus(probe.ID, outbox.StatusSent, 15*time.Second)
 	t.Logf("B published %s after A hung (leader lease %s, claim lease 30s)", time.Since(stopped).Round(time.Millisecond), pgstore.DefaultLeaderLease)
-	owner, token, _ := e.cursorLease()
-	if owner != "B" {
+	if owner, _, _ := e.cursorLease(); owner != "B" {
 		t.Fatalf("the cursor's lease after the takeover is %q's; want B's", owner)
 	}
 
@@ -437,36 +488,64 @@ func TestCursorRelay_SIGSTOPLeaderIsReplacedAndWritesNothingWhenItResumes(t *tes
 	}
 	resumed = true
 	a.waitFor("no longer leading", 15*time.Second)
+	// A runs on as a standby while the writers go on: time for any late
+	// write of its own to reach the database.
 	time.Sleep(2 * time.Second)
 	want, total := w.stop()
 	want[probe.AggregateID] = 1
 	recs := consumed(t, e.addrs, e.topic, total+1, 60*time.Second)
 	dups := checkOrder(t, recs, want)
 	e.waitPositionAtLastSeq(10 * time.Second)
-	close(sampleDone)
-	<-sampled
 
-	if o, tok, _ := e.cursorLease(); o != owner || tok != token {
-		t.Errorf("the cursor's lease after A resumed: %q, %s; want B's, untouched (%s)", o, tok, token)
+	checkNoWritesAfterTakeover(t, e.cursorWrites(), e.appName("A"), e.appName("B"))
+	if n := strings.Count(a.output(), "pgstore: leading the cursor"); n != 1 {
+		t.Errorf("A led %d times; want once, before it hung", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if back != "" {
-		t.Errorf("the saved position moved backwards: %s", back)
+	t.Logf("%d records for %d messages (%d duplicates)", len(recs), total+1, dups)
+}
+
+// checkNoWritesAfterTakeover checks the cursor's writes recorded by
+// recordCursorWrites: the lease was held by A (connections named appA),
+// then by B (appB) from a takeover on, and nothing from A's connections
+// changed the cursor row or moved a QUEUED message to the table path after
+// that; the position never moved backwards.
+func checkNoWritesAfterTakeover(t *testing.T, ws []cursorWrite, appA, appB string) {
+	t.Helper()
+	takeover := -1
+	var holders []string
+	for i, w := range ws {
+		if w.what != "cursor" {
+			continue
+		}
+		if w.posAfter < w.posBefore {
+			t.Errorf("the position moved backwards: %s", w)
+		}
+		if w.owner != "" && (len(holders) == 0 || holders[len(holders)-1] != w.owner) {
+			holders = append(holders, w.owner)
+		}
+		if takeover < 0 && w.owner == "B" && w.app == appB {
+			takeover = i
+		}
 	}
 	if len(holders) != 2 || holders[0] != "A" || holders[1] != "B" {
 		t.Errorf("the cursor's lease holders in turn: %q; want A, then B only", holders)
 	}
-	if n := strings.Count(a.output(), "pgstore: leading the cursor"); n != 1 {
-		t.Errorf("A led %d times; want once, before it hung", n)
+	if takeover < 0 {
+		t.Fatalf("no write of B's took the lease over among %d recorded writes", len(ws))
 	}
-	var unsent int
-	if err := e.pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM outbox_messages WHERE status NOT IN ('QUEUED', 'SENT')").Scan(&unsent); err != nil {
-		t.Fatal(err)
+	var before int
+	for _, w := range ws[:takeover] {
+		if w.app == appA {
+			before++
+		}
 	}
-	if unsent != 0 {
-		t.Errorf("%d messages in the table path at the end; want none (A's late writes move nothing there)", unsent)
+	if before == 0 {
+		t.Errorf("no write of A's was recorded before the takeover: the record misses A's connections (%q)", appA)
 	}
-	t.Logf("%d records for %d messages (%d duplicates)", len(recs), total+1, dups)
+	for _, w := range ws[takeover:] {
+		if w.app == appA {
+			t.Errorf("after B's takeover (%s), A wrote: %s", ws[takeover], w)
+		}
+	}
+	t.Logf("%d cursor writes recorded, %d of them A's before the takeover, %d after it", len(ws), before, len(ws)-takeover)
 }

@@ -91,6 +91,11 @@ type cursorState struct {
 	savedAt    time.Time
 	// savedHandled is the window's handled count at the last save.
 	savedHandled uint64
+	// keepStop ends the goroutine that renews the lead's lease (nil when
+	// none runs); keepDone is closed when the last one started returned
+	// (cursorlease.go).
+	keepStop context.CancelFunc
+	keepDone chan struct{}
 
 	lastTable time.Time // the last claim of the table path
 	tableMore bool      // it found messages: claim again at once
@@ -176,17 +181,25 @@ func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p
 // store became the leader in it. cs.db is held.
 func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
 	plan := s.planCursorTrip(token, seqs, p, time.Now())
+	return s.runCursorPlan(ctx, &plan, p, c)
+}
+
+// runCursorPlan sends what plan holds, if anything, in one round trip and
+// takes its result into the cursor's state, as cursorRoundTrip. What the
+// leader writes is fenced by plan.leaderTok in the database, whatever the
+// store learnt since it planned. cs.db is held.
+func (s *Store) runCursorPlan(ctx context.Context, plan *cursorPlan, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
 	if !plan.sends() {
 		// Nothing to send: the marks were in memory, and the window holds
 		// enough for the claim.
 		cs := &s.cursor
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
-		marked := cs.ackLeading(plan.leaderTok, token, seqs)
+		marked := cs.ackLeading(plan.leaderTok, plan.token, plan.seqs)
 		return marked, s.cursorHandOut(c, p, plan.leaderTok, nil), false, nil
 	}
 	b := s.relayBatch()
-	reply := s.queueCursorTrip(b, &plan, p, c.Token)
+	reply := s.queueCursorTrip(b, plan, p, c.Token)
 	if reply.scan != nil {
 		defer reply.scan.done()
 	}
@@ -197,7 +210,7 @@ func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int
 		// lease then simply runs out.
 		return 0, c, false, err
 	}
-	marked, c, won := s.applyCursorTrip(&plan, reply, p, c)
+	marked, c, won := s.applyCursorTrip(plan, reply, p, c)
 	return marked, c, won, nil
 }
 

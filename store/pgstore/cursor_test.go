@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -217,6 +216,7 @@ func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
 	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil || n != 1 {
 		t.Fatalf("MarkSent = %d, %v", n, err)
 	}
+	b.store.Hang()
 	start := time.Now()
 	var took store.Claim
 	for {
@@ -252,9 +252,10 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 	}{
 		{"the leader died", time.Millisecond, func(t *testing.T, leader *pgstore.Store) {
 			// The next round trip saves what was handled; then the leader
-			// is never used again, and its lease runs out.
+			// hangs, and its lease runs out.
 			time.Sleep(5 * time.Millisecond)
 			cursorClaim(t, leader, "A")
+			leader.Hang()
 		}},
 		{"the leader resigned", time.Hour, func(t *testing.T, leader *pgstore.Store) {
 			if err := leader.Resign(testCtx(t)); err != nil {
@@ -679,56 +680,5 @@ func TestCursor_RejectsLeaseBelowOneMillisecond(t *testing.T) {
 	checkLeaseRejected(t, err)
 	if got := claimUntil(t, b.store, "A", s[0]); !slices.Equal(got, s) {
 		t.Errorf("claimed %v after the rejected claim, want %v", got, s)
-	}
-}
-
-// A leader whose relay makes no round trip for several leases (idle with a
-// long poll, or every publish waiting for a broker that does not answer)
-// keeps the lead while KeepLease runs: a standby that tries meanwhile does
-// not lead. Once KeepLease stops, as in a process that hangs, the lease
-// runs out and the standby leads.
-func TestCursor_KeepLeaseHoldsTheLeadWithoutRoundTripsAndOnlyThen(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{})
-	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cursorClaim(t, b.store, "A")
-	if leading, _ := b.store.Leading(); !leading {
-		t.Fatal("A does not lead")
-	}
-	ctx, cancel := context.WithCancel(testCtx(t))
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		b.store.KeepLease(ctx)
-	}()
-	for end := time.Now().Add(4 * cursorLease); time.Now().Before(end); {
-		cursorClaim(t, standby, "B")
-		if leading, _ := standby.Leading(); leading {
-			cancel()
-			<-kept
-			t.Fatal("the standby led while the leader's KeepLease renewed its lease")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if leading, _ := b.store.Leading(); !leading {
-		t.Fatal("A lost the lead while KeepLease renewed it")
-	}
-	cancel()
-	<-kept
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cursorClaim(t, standby, "B")
-		if leading, _ := standby.Leading(); leading {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the standby did not lead after A's KeepLease stopped")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if leading, _ := b.store.Leading(); leading {
-		t.Error("A still believes it leads after the standby took over")
 	}
 }

@@ -26,9 +26,10 @@ func (cs *cursorState) checkLease(s *Store, now time.Time) {
 }
 
 // dropLead forgets the lead and everything in the window: claims that hold
-// cursor messages are fenced from now on (their marks change nothing).
-// cs.mu is held.
+// cursor messages are fenced from now on (their marks change nothing), and
+// the lease is no longer renewed. cs.mu is held.
 func (cs *cursorState) dropLead() {
+	cs.stopKeeper()
 	cs.leader = false
 	cs.token = uuid.Nil
 	cs.win = nil
@@ -38,19 +39,29 @@ func (cs *cursorState) dropLead() {
 // Resign implements [store.Resigner]: a leader saves its position and gives
 // up its lease, so that a standby leads at once. Messages it still holds
 // unacknowledged are read again by the next leader. In claim mode, or on a
-// standby, it does nothing.
+// standby, it does nothing. It returns once the goroutine that renewed the
+// lead's lease has ended (or ctx ends): a Store that leads renews its lease
+// until Resign, the loss of the lead, or the closing of its pool, so call
+// it when you stop using a Store in cursor mode.
 func (s *Store) Resign(ctx context.Context) error {
 	cs := &s.cursor
 	cs.db.Lock()
 	defer cs.db.Unlock()
 	cs.mu.Lock()
-	if !cs.leader {
-		cs.mu.Unlock()
+	leading, keeper := cs.leader, cs.keepDone
+	var (
+		tok  uuid.UUID
+		save cursorSaveArgs
+	)
+	if leading {
+		tok, save = cs.token, cs.win.saveArgs()
+		cs.dropLead()
+	}
+	cs.mu.Unlock()
+	defer waitKeeper(ctx, keeper)
+	if !leading {
 		return nil
 	}
-	tok, save := cs.token, cs.win.saveArgs()
-	cs.dropLead()
-	cs.mu.Unlock()
 	b := s.relayBatch()
 	b.Queue(s.q.cursorResign, tok, save.pos, save.head, save.lo, save.hi)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -58,6 +69,18 @@ func (s *Store) Resign(ctx context.Context) error {
 	}
 	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", save.pos))
 	return nil
+}
+
+// waitKeeper waits until the lead's keeper that closes done (nil: none was
+// started) has returned, or ctx ends.
+func waitKeeper(ctx context.Context, done <-chan struct{}) {
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // MarksInMemory implements [store.MemoryMarker]: true while the store leads
@@ -188,7 +211,7 @@ func (r *leadResult) scan(row pgx.Row, active *bool) error {
 }
 
 // takeLead makes the store the leader under token from what it won at
-// sent. cs.mu is held.
+// sent, and starts renewing the lead's lease (startKeeper). cs.mu is held.
 func (cs *cursorState) takeLead(s *Store, owner string, token uuid.UUID, won leadResult, sent time.Time) {
 	cs.leader, cs.token = true, token
 	cs.win = newCursorWindow(*won.pos, cursorGapGrace)
@@ -198,6 +221,7 @@ func (cs *cursorState) takeLead(s *Store, owner string, token uuid.UUID, won lea
 		cs.win.restore(*won.head, won.lo, won.hi, sent)
 	}
 	cs.saved, cs.savedAt, cs.leaseUntil, cs.savedHandled = *won.pos, sent, sent.Add(cs.lease), 0
+	cs.startKeeper(s)
 	s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", s.cfg.Schema),
 		slog.String("owner", owner), slog.Int64("position", *won.pos),
 		slog.Int64("handled_up_to", cs.win.head), slog.Int("unhandled_ranges", len(cs.win.gaps)))

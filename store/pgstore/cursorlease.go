@@ -2,27 +2,52 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 )
 
-// KeepLease implements [store.LeaseKeeper]: while the store leads the
-// cursor, it renews the lead's lease every third of Config.LeaderLease,
-// whatever the relay does meanwhile (reading, idling, or waiting for a
-// broker that does not answer), until ctx is done. A renewal that finds the
-// lease taken over gives up the lead: the claims that hold cursor messages
-// are fenced from then on. A renewal that fails (the database is
-// unreachable) keeps the lead until its lease is about to end, when the
-// store gives it up by itself (checkLease). In claim mode, or on a standby,
-// it only waits.
-//
-// A hung process renews nothing: a standby takes over once the lease ran
-// out, and the old leader, when it resumes, finds its lease ended before
-// it writes anything.
-func (s *Store) KeepLease(ctx context.Context) {
-	t := time.NewTicker(s.leaderLease() / 3)
+// startKeeper starts the goroutine that keeps the lead the store has just
+// taken under cs.token: it renews the lease every third of it, on the pool,
+// whatever the store's caller does meanwhile (reading, idling, or waiting
+// for a broker that does not answer), so that a store keeps its lead
+// without a relay.Relay and behind any wrapper. The goroutine ends with
+// the lead: when dropLead stops it (Resign, a save or renewal that found
+// the lease taken over, a lease that was not renewed in time), or when the
+// pool is closed. A hung process renews nothing: a standby takes over once
+// the lease ran out, and the old leader, when it resumes, finds its lease
+// ended before it writes anything. cs.mu is held.
+func (cs *cursorState) startKeeper(s *Store) {
+	cs.stopKeeper()
+	lease := cs.lease
+	if lease <= 0 {
+		lease = s.leaderLease()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	cs.keepStop, cs.keepDone = cancel, done
+	go s.keepLead(ctx, cs.token, lease, done)
+}
+
+// stopKeeper tells the lead's keeper, if one runs, to stop, without waiting
+// for it (keepDone is closed when it returned). cs.mu is held.
+func (cs *cursorState) stopKeeper() {
+	if cs.keepStop != nil {
+		cs.keepStop()
+		cs.keepStop = nil
+	}
+}
+
+// keepLead renews the lead under tok every third of lease until ctx ends
+// or a renewal finds the store no longer leading under tok; it closes done
+// when it returns.
+func (s *Store) keepLead(ctx context.Context, tok uuid.UUID, lease time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -30,23 +55,27 @@ func (s *Store) KeepLease(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.renewLead(ctx)
+		if !s.renewLead(ctx, tok, lease) {
+			return
+		}
 	}
 }
 
-// renewLead renews the lead's lease once (queries/cursor_renew.sql), if
-// the store leads.
-func (s *Store) renewLead(ctx context.Context) {
+// renewLead renews the lease of the lead under tok once
+// (queries/cursor_renew.sql), and reports whether the store still leads
+// under tok. A renewal that finds the lease taken over gives up the lead:
+// the claims that hold cursor messages are fenced from then on. A renewal
+// that fails (the database is unreachable) keeps the lead until its lease
+// is about to end, when the store gives it up by itself (checkLease); one
+// that finds the pool closed gives it up at once.
+func (s *Store) renewLead(ctx context.Context, tok uuid.UUID, lease time.Duration) bool {
 	cs := &s.cursor
 	cs.mu.Lock()
 	cs.checkLease(s, time.Now())
-	leading, tok, lease := cs.leader, cs.token, cs.lease
+	leading := cs.leader && cs.token == tok
 	cs.mu.Unlock()
 	if !leading {
-		return
-	}
-	if lease <= 0 {
-		lease = s.leaderLease()
+		return false
 	}
 	rctx, cancel := context.WithTimeout(ctx, lease/3)
 	defer cancel()
@@ -60,18 +89,22 @@ func (s *Store) renewLead(ctx context.Context) {
 	defer cs.mu.Unlock()
 	switch {
 	case !cs.leader || cs.token != tok:
-		// Resigned, or lost meanwhile.
+		return false // resigned, or lost meanwhile
+	case errors.Is(err, puddle.ErrClosedPool):
+		s.cfg.Logger.Info("pgstore: the pool is closed; no longer leading the cursor", slog.String("schema", s.cfg.Schema))
+		cs.dropLead()
+		return false
 	case err != nil:
-		if ctx.Err() == nil {
-			s.cfg.Logger.Warn("pgstore: could not renew the cursor lease; still leading until it ends",
-				slog.String("schema", s.cfg.Schema), slog.Time("lease_until", cs.leaseUntil), slog.Any("error", err))
-		}
+		s.cfg.Logger.Warn("pgstore: could not renew the cursor lease; still leading until it ends",
+			slog.String("schema", s.cfg.Schema), slog.Time("lease_until", cs.leaseUntil), slog.Any("error", err))
+		return true
 	case tag.RowsAffected() == 0:
 		s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", s.cfg.Schema))
 		cs.dropLead()
-	default:
-		if until := sent.Add(lease); until.After(cs.leaseUntil) {
-			cs.leaseUntil = until
-		}
+		return false
 	}
+	if until := sent.Add(lease); until.After(cs.leaseUntil) {
+		cs.leaseUntil = until
+	}
+	return true
 }

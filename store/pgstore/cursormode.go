@@ -60,6 +60,18 @@ type modeCheck struct {
 	cdcTable    bool // outbox_cdc_slots exists
 }
 
+// checkCursor reads queries/cursor_check.sql in tx.
+func (s *Store) checkCursor(ctx context.Context, tx pgx.Tx) (modeCheck, error) {
+	var c modeCheck
+	var active *bool
+	var until *time.Time
+	if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &c.leader, &until, &c.seqCache, &c.cdcTable); err != nil {
+		return c, fmt.Errorf("check: %w", err)
+	}
+	c.active, c.leaderUntil = deref(active), deref(until)
+	return c, nil
+}
+
 // switchState is what a switch starts from.
 type switchState struct {
 	modeCheck
@@ -89,12 +101,9 @@ func (s *Store) switchState(ctx context.Context, tx pgx.Tx, req switchRequest) (
 	if !st.tables.modeTable && req.alias == "" {
 		return st, refuse("the outbox in schema %s lacks migration 017 (the record of its relay mode); run Migrate ('outbox migrate') first", s.cfg.Schema)
 	}
-	var active *bool
-	var until *time.Time
-	if err := tx.QueryRow(ctx, s.q.cursorCheck).Scan(&active, &st.leader, &until, &st.seqCache, &st.cdcTable); err != nil {
-		return st, fmt.Errorf("check: %w", err)
+	if st.modeCheck, err = s.checkCursor(ctx, tx); err != nil {
+		return st, err
 	}
-	st.active, st.leaderUntil = deref(active), deref(until)
 	if !st.tables.modeTable {
 		st.from, err = s.derivedMode(ctx, tx, st.tables)
 		return st, err
@@ -114,24 +123,52 @@ func (s *Store) switchState(ctx context.Context, tx pgx.Tx, req switchRequest) (
 func (s *Store) leaveMode(ctx context.Context, tx pgx.Tx, st switchState, sw *ModeSwitch) ([]cdcSlot, error) {
 	switch st.from {
 	case ModeCursor:
-		if st.leader != nil {
-			return nil, refuse("relay %q leads the cursor until %s; stop the relays first, then switch",
-				*st.leader, st.leaderUntil.Format(time.RFC3339))
-		}
-		if _, err := tx.Exec(ctx, s.q.cursorDisable); err != nil {
-			return nil, fmt.Errorf("switch: %w", err)
-		}
-		tag, err := tx.Exec(ctx, s.q.cursorUnqueue)
-		if err != nil {
-			return nil, fmt.Errorf("move unsent QUEUED messages to PENDING: %w", err)
-		}
-		sw.Requeued = tag.RowsAffected()
+		return nil, s.leaveCursor(ctx, tx, st, sw)
 	case ModeCDC:
 		if st.tables.cdcSlots {
 			return s.leaveCDC(ctx, tx)
 		}
 	}
 	return nil, nil
+}
+
+// leaveCursor turns cursor mode off, unless a relay leads the cursor: the
+// check of st, made without a lock at the start of the switch, refuses
+// early, and queries/cursor_deactivate.sql decides, under the locks that
+// order the switch after every lead and read before it and before every
+// one after it (see queries/cursor_disable.sql). The unsent QUEUED
+// messages become PENDING.
+func (s *Store) leaveCursor(ctx context.Context, tx pgx.Tx, st switchState, sw *ModeSwitch) error {
+	leads := func(owner string, until time.Time) error {
+		return refuse("relay %q leads the cursor until %s; stop the relays first, then switch", owner, until.Format(time.RFC3339))
+	}
+	if st.leader != nil {
+		return leads(*st.leader, st.leaderUntil)
+	}
+	if _, err := tx.Exec(ctx, s.q.cursorDisable); err != nil {
+		return fmt.Errorf("switch: %w", err)
+	}
+	tag, err := tx.Exec(ctx, s.q.cursorDeactivate)
+	if err != nil {
+		return fmt.Errorf("switch: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		// A standby took the lead after the check (or the row is gone,
+		// which the check reads as no leader).
+		again, err := s.checkCursor(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if again.leader != nil {
+			return leads(*again.leader, again.leaderUntil)
+		}
+	}
+	tag, err = tx.Exec(ctx, s.q.cursorUnqueue)
+	if err != nil {
+		return fmt.Errorf("move unsent QUEUED messages to PENDING: %w", err)
+	}
+	sw.Requeued = tag.RowsAffected()
+	return nil
 }
 
 // enterMode takes the steps into mode to, after leaveMode.

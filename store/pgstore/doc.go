@@ -216,17 +216,20 @@
 // One leader, and the table path: the leader holds a lease on the cursor
 // row (its token fences every write it makes, as claims are fenced):
 // Config.LeaderLease, 5 s by default, of its own and not the claims'
-// lease. Its saves renew it, and so does [Store.KeepLease], which
-// relay.Relay runs for as long as it runs, every third of the lease
-// whatever the relay does: an idle leader, or one whose publishes wait for
-// a broker that does not answer, keeps the lead. Other relays are
-// standbys: they try to lead at least five times per lease and take over
-// when the lease has expired (a leader that hangs, is stopped or cut off
-// renews nothing), or at once when the leader resigned ([Store.Resign],
-// called by relay.Relay.Stop). A leader that resumes after its lease ran
-// out finds that before anything it does, and a write already under way
-// changes nothing once another relay took the lease (its token is not the
-// cursor row's): it saves no position, moves no message to the table path,
+// lease. Its saves renew it, and so does the Store itself, on a goroutine
+// of its own, every third of the lease from the moment it leads until it
+// resigns, loses the lead or its pool is closed, whatever its caller does:
+// an idle leader, or one whose publishes wait for a broker that does not
+// answer, keeps the lead, with relay.Relay or without it, and behind any
+// wrapper of the Store (a program that drives a Store itself calls Resign
+// when it stops using it). Other relays are standbys: they try to lead at
+// least five times per lease and take over when the lease has expired (a
+// leader that hangs, is stopped or cut off renews nothing), or at once
+// when the leader resigned ([Store.Resign], called by relay.Relay.Stop). A
+// leader that resumes after its lease ran out finds that before anything
+// it does, and a write already under way changes nothing once another
+// relay took the lease (its token is not the cursor row's): it saves no
+// position, moves no message to the table path,
 // and its acknowledgements in memory are dropped with its window. The next
 // leader publishes again what the old one had not saved as handled, and
 // the old one's publishes that were in flight when it hung may still reach

@@ -28,3 +28,18 @@ func (s *Store) MigrateThrough(ctx context.Context, version int) error {
 	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m migrate.Migration) bool { return m.Version > version })
 	return s.Migrate(ctx)
 }
+
+// Hang stops renewing the store's lead, as in a process that hangs (or
+// dies): the lease runs out unless a round trip of the store saves, and
+// the store believes it leads until its local check finds the lease about
+// to end.
+func (s *Store) Hang() {
+	cs := &s.cursor
+	cs.mu.Lock()
+	cs.stopKeeper()
+	done := cs.keepDone
+	cs.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}

@@ -92,9 +92,10 @@ type Config struct {
 	// LeaderLease is, in cursor mode, the lease of the relay that leads
 	// the cursor: the longest a standby waits for a leader that stopped
 	// renewing it (a hung or partitioned process) before it takes over.
-	// A relay.Relay renews its lead every third of it for as long as it
-	// runs (Store.KeepLease), whether it reads, idles or waits for the
-	// broker. A standby tries to lead with its claims, as often as
+	// A Store that leads renews its lease every third of it, on its pool,
+	// until it resigns ([Store.Resign]), loses the lead or its pool is
+	// closed, whatever its caller does meanwhile (reads, idles or waits
+	// for the broker). A standby tries to lead with its claims, as often as
 	// FullClaimInterval allows and at least five times per LeaderLease
 	// (with relay.Config's default PollInterval, once a second). The old
 	// leader's writes are fenced by its lease token from the takeover on.
@@ -154,7 +155,6 @@ var (
 	_ store.Notifier     = (*Store)(nil)
 	_ store.MarkClaimer  = (*Store)(nil)
 	_ store.Resigner     = (*Store)(nil)
-	_ store.LeaseKeeper  = (*Store)(nil)
 	_ store.MemoryMarker = (*Store)(nil)
 )
 
@@ -168,6 +168,7 @@ type queries struct {
 	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
 	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
+	cursorDeactivate                                                           string
 
 	migrateLock string
 
@@ -218,6 +219,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		{&s.q.cursorCheck, "cursor_check.sql"},
 		{&s.q.cursorEnable, "cursor_enable.sql"},
 		{&s.q.cursorDisable, "cursor_disable.sql"},
+		{&s.q.cursorDeactivate, "cursor_deactivate.sql"},
 		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
 		{&s.q.migrateLock, "migrate_lock.sql"},
 		{&s.q.checkMigrated, "check_migrated.sql"},

@@ -1,6 +1,8 @@
 -- EnableCursor / DisableCursor: what decides whether the outbox can
 -- switch, once cursor_migrated.sql found outbox_cursor: the cursor row (active,
--- the leading relay and until when it leads); a CDC relay's slot
+-- the leading relay and until when it leads; read without a lock, so that
+-- the switch refuses early: leaving cursor mode, cursor_deactivate.sql
+-- checks the lead again under a lock); a CDC relay's slot
 -- registered for this outbox (cdc.New creates outbox_cdc_slots), which
 -- reads PENDING inserts from the WAL and cannot serve QUEUED ones; and the
 -- cache of the seq sequence, which must be 1 so that seqs are taken in

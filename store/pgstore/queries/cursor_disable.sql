@@ -1,13 +1,10 @@
 -- DisableCursor, after cursor_check.sql, in its transaction: new messages
--- are PENDING again (claim mode), the QUEUED messages the cursor has not
--- passed become PENDING (a range scan of the primary key above the
--- position), and the cursor row stays, inactive, so that QUEUED messages at
--- or below its position still count as sent (get.sql, counts.sql, package
--- ops). The messages move in cursor_unqueue.sql, after this.
-ALTER TABLE {{schema}}.outbox_messages ALTER COLUMN status SET DEFAULT 'PENDING';
-
-UPDATE {{schema}}.outbox_cursor
-SET active = false,
-    lease_owner = NULL,
-    lease_token = NULL,
-    lease_expires_at = NULL;
+-- are PENDING again (claim mode). The ALTER takes an ACCESS EXCLUSIVE lock
+-- on outbox_messages until the switch commits: it waits for every
+-- transaction that uses the table, among them every read of a leader, and
+-- holds back every later one. A relay leads before it reads, so once the
+-- lock is granted, any lead under which QUEUED messages were read is
+-- committed and visible to cursor_deactivate.sql, which comes next and
+-- refuses the switch while it holds; and every read after the switch sees
+-- its result (the messages PENDING, the cursor inactive).
+ALTER TABLE {{schema}}.outbox_messages ALTER COLUMN status SET DEFAULT 'PENDING'

@@ -1,4 +1,4 @@
--- DisableCursor, after cursor_disable.sql: the QUEUED messages the cursor
+-- DisableCursor, after cursor_deactivate.sql: the QUEUED messages the cursor
 -- has not passed become PENDING, for the claims of claim mode. A range scan
 -- of the primary key above the position.
 UPDATE {{schema}}.outbox_messages
