@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,8 +57,8 @@ type ModeState struct {
 	By    string
 	// Recorded is false for an outbox without migration 017: Mode is then
 	// derived as the migration would record it (cursor while cursor mode
-	// is on, cdc while a CDC relay's slot is recorded, else claim), and
-	// Since and By are zero.
+	// is on, cdc while a slot a CDC relay recorded still exists in the
+	// database and is not lost, else claim), and Since and By are zero.
 	Recorded bool
 }
 
@@ -254,7 +255,8 @@ func (s *Store) modeTables(ctx context.Context, q queryer) (modeTables, error) {
 
 // derivedMode is the mode of an outbox without migration 017's record, as
 // the migration derives it: cursor while cursor mode is on, cdc while a
-// CDC relay's slot is recorded, else claim.
+// slot a CDC relay recorded exists in this database and is not lost
+// (whether or not a relay streams from it now), else claim.
 func (s *Store) derivedMode(ctx context.Context, q queryer, t modeTables) (Mode, error) {
 	if t.cursor {
 		var active bool
@@ -270,7 +272,7 @@ func (s *Store) derivedMode(ctx context.Context, q queryer, t modeTables) (Mode,
 		if err != nil {
 			return "", err
 		}
-		if len(slots) > 0 {
+		if slices.ContainsFunc(slots, cdcSlot.streamable) {
 			return ModeCDC, nil
 		}
 	}
