@@ -164,6 +164,33 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 	}
 }
 
+// An outbox in claim mode with a slot the CDC relay recorded (the row an
+// older release left when the slot was dropped, which migration 017 does
+// not take for CDC mode) is refused cursor mode, and the refusal names the
+// commands that forget the slot; they do.
+func TestSetMode_CursorRefusedWhileACDCSlotIsRecorded_NamesTheWayOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordCDCSlot(t, "outbox_"+b.schema, time.Now())
+	_, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t")
+	if !errors.Is(err, pgstore.ErrModeSwitch) || !strings.Contains(err.Error(), "'outbox mode set cdc' and 'outbox mode set cursor'") {
+		t.Fatalf("SetMode(cursor) with a recorded CDC slot = %v, want ErrModeSwitch naming the commands", err)
+	}
+	for _, m := range []pgstore.Mode{pgstore.ModeCDC, pgstore.ModeCursor} {
+		if _, err := b.store.SetMode(ctx, m, "t"); err != nil {
+			t.Fatalf("SetMode(%s), as the refusal says: %v", m, err)
+		}
+	}
+	var slots int
+	if err := b.pool.QueryRow(ctx, b.sql(`SELECT count(*) FROM {{schema}}.outbox_cdc_slots`)).Scan(&slots); err != nil || slots != 0 {
+		t.Fatalf("%d recorded CDC slots (%v) after the commands, want none", slots, err)
+	}
+	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
+		t.Fatalf("Mode = %+v, want cursor", m)
+	}
+}
+
 // SetMode records who switched and when, does nothing for the mode the
 // outbox is in, and refuses a mode it does not know.
 func TestSetMode_IsIdempotentAndRecordsWho(t *testing.T) {
