@@ -219,7 +219,8 @@ func (r *Relay) terminate(ctx context.Context, holder backend) (int64, error) {
 }
 
 // keepLead renews l every third of its lease until the session ends or the
-// lead is lost, whatever the stream does meanwhile.
+// lead is lost, whatever the stream does meanwhile; after each renewal it
+// checks that the outbox is still in CDC mode (watchMode).
 func (r *Relay) keepLead(l *leadership) {
 	defer close(l.kept)
 	t := time.NewTicker(l.lease / 3)
@@ -250,6 +251,9 @@ func (r *Relay) keepLead(l *leadership) {
 			l.mu.Lock()
 			l.until = sent.Add(l.lease)
 			l.mu.Unlock()
+			ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
+			r.watchMode(ctx)
+			cancel()
 		}
 	}
 }

@@ -114,6 +114,21 @@ func (s *Store) Mode(ctx context.Context) (ModeState, error) {
 	return ModeState{}, fmt.Errorf("pgstore: read the relay mode: %w", s.explain(err))
 }
 
+// ModeAfterSwitch is [Store.Mode], read once no switch of the mode is in
+// progress: it waits for a [Store.SetMode] (or a Migrate) that runs now to
+// end, and a switch that starts later sees everything the caller committed
+// before the call. A relay that set itself up for its mode reads it before
+// it starts to relay: a switch out of the mode either ended before, and
+// this read sees it (the relay undoes its set-up), or finds the set-up
+// done (the CDC relay's slot recorded) and undoes it itself. It waits on
+// SetMode's advisory lock, taken shared and released at once.
+func (s *Store) ModeAfterSwitch(ctx context.Context) (ModeState, error) {
+	if _, err := s.pool.Exec(ctx, s.modeSQL("mode_wait_switch.sql"), s.migrateLockKey()); err != nil {
+		return ModeState{}, fmt.Errorf("pgstore: wait for a switch of the relay mode: %w", s.explain(err))
+	}
+	return s.Mode(ctx)
+}
+
 // SetMode switches the outbox to mode to, taking every step the switch
 // needs, in one transaction that holds Migrate's lock, and records when
 // and by whom (by; the database role when empty). It is idempotent: the
