@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
-	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -23,31 +22,17 @@ type nopSink struct{ sink.Sink }
 // and a relay on it that was not started, ready for checkOnce.
 func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	t.Helper()
-	pool, schema := pgtest.Schema(t)
+	pool, r := relayFixture(t)
 	ctx := context.Background()
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(Config{Pool: pool, Sink: nopSink{}, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r.sendCtx = ctx
-	if err := r.setupTables(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// The checks and records are fenced by the slot's lease: hold it, as
 	// the active relay does.
-	l, err := r.takeLease(ctx)
+	l, err := r.takeLease(ctx, backend{}) // no replication connection: no backend to terminate
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.endLead(l) })
-	return pool, st, r
+	return pool, r.store, r
 }
 
 // enqueueOnePerAggregate commits one message of each aggregate, a
@@ -206,7 +191,7 @@ func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
 	ctx := context.Background()
 	recs := enqueueOnePerAggregate(t, pool, st, "a", "b")
 	// Another relay takes the lease, as after a takeover.
-	if _, err := pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, "other", uuid.New(), time.Minute.Milliseconds()); err != nil {
+	if _, err := pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, "other", uuid.New(), time.Minute.Milliseconds(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := &outcome{

@@ -22,7 +22,11 @@
 // or reads the slot, and stops with an error wrapping ErrNotCDCMode when it
 // is not cdc: the mode permits the slot, the relay creates it. Switching
 // the outbox out of CDC mode (pgstore.Store.SetMode) drops the slot, and is
-// refused while a relay streams from it.
+// refused while a relay streams from it. A switch that runs while the
+// relay sets up is seen before the stream starts (the relay reads the mode
+// again, after the switch, and drops the slot it made), and the streaming
+// relay reads the mode at each renewal of its lease and stops when it is
+// no longer cdc.
 //
 // At start the relay creates, if absent, its three small tables in the
 // outbox schema (outbox_cdc_slots, outbox_cdc_deferred, outbox_cdc_leases),

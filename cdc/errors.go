@@ -30,7 +30,8 @@ var (
 	// ErrNotCDCMode is wrapped by the error that stops the relay when the
 	// outbox is not in CDC mode (pgstore.Store.Mode): the relay checks it
 	// each time it becomes the active relay for its slot, before it
-	// creates or reads the slot. 'outbox mode set cdc'
+	// creates or reads the slot and again before it streams, and while it
+	// streams at each renewal of its lease. 'outbox mode set cdc'
 	// (pgstore.Store.SetMode) switches the outbox.
 	ErrNotCDCMode = errors.New("cdc: the outbox is not in cdc mode")
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -88,7 +89,11 @@ func (r *Relay) waitLead(conn *pgconn.PgConn) (*leadership, error) {
 			return nil, fmt.Errorf("cdc: take the slot's advisory lock: %w", err)
 		}
 		if ok {
-			return r.takeLease(r.runCtx)
+			self, err := r.backendOf(r.runCtx, conn)
+			if err != nil {
+				return nil, err
+			}
+			return r.takeLease(r.runCtx, self)
 		}
 		took, err := r.seize(r.runCtx)
 		if err != nil {
@@ -113,12 +118,43 @@ func (r *Relay) waitLead(conn *pgconn.PgConn) (*leadership, error) {
 // advisory lock while the terminated backend ends.
 const seizedPoll = 50 * time.Millisecond
 
+// backend names a PostgreSQL backend: its pid, and when it started (in
+// microseconds since the epoch), since a pid is reused.
+type backend struct {
+	pid   int32
+	start int64
+}
+
+// backendOf names the backend of conn, a replication connection
+// (sql/backend_self.sql).
+func (r *Relay) backendOf(ctx context.Context, conn *pgconn.PgConn) (backend, error) {
+	res, err := conn.Exec(ctx, r.q.backendSelf).ReadAll()
+	if err != nil {
+		return backend{}, fmt.Errorf("cdc: read the replication connection's backend: %w", err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 2 {
+		return backend{}, errors.New("cdc: read the replication connection's backend: unexpected result")
+	}
+	row := res[0].Rows[0]
+	pid, err := strconv.ParseInt(string(row[0]), 10, 32)
+	if err != nil {
+		return backend{}, fmt.Errorf("cdc: the replication connection's pid %q: %w", row[0], err)
+	}
+	start, err := strconv.ParseInt(string(row[1]), 10, 64)
+	if err != nil {
+		return backend{}, fmt.Errorf("cdc: the replication connection's start %q: %w", row[1], err)
+	}
+	return backend{pid: int32(pid), start: start}, nil
+}
+
 // takeLease takes the slot's lease under a new token, once this relay
-// holds the advisory lock (sql/lease_take.sql), and starts renewing it.
-func (r *Relay) takeLease(ctx context.Context) (*leadership, error) {
+// holds the advisory lock on the replication connection whose backend is
+// self (sql/lease_take.sql), and starts renewing it.
+func (r *Relay) takeLease(ctx context.Context, self backend) (*leadership, error) {
 	l := &leadership{token: uuid.New(), lease: r.cfg.LeaderLease, kept: make(chan struct{})}
 	sent := time.Now()
-	if _, err := r.cfg.Pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, r.cfg.ID, l.token, l.lease.Milliseconds()); err != nil {
+	if _, err := r.cfg.Pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, r.cfg.ID, l.token, l.lease.Milliseconds(),
+		self.pid, self.start); err != nil {
 		return nil, fmt.Errorf("cdc: take the slot's lease: %w", err)
 	}
 	l.until = sent.Add(l.lease)
@@ -129,26 +165,19 @@ func (r *Relay) takeLease(ctx context.Context) (*leadership, error) {
 }
 
 // seize takes the lease from an active relay that stopped renewing it
-// (sql/lease_seize.sql), and then terminates that relay's replication
-// connection (sql/lease_terminate.sql), so that the advisory lock and the
-// slot are freed for waitLead's next try. It reports whether it took the
-// lease.
+// while its replication connection still holds the advisory lock or the
+// slot (sql/lease_seize.sql), and then terminates that connection, so that
+// the lock and the slot are freed for waitLead's next try. It reports
+// whether it took the lease.
 func (r *Relay) seize(ctx context.Context) (bool, error) {
-	var (
-		owner string
-		ago   float64
-	)
-	err := r.cfg.Pool.QueryRow(ctx, r.q.leaseSeize, r.cfg.Slot, r.cfg.ID, uuid.New(), r.cfg.LeaderLease.Milliseconds()).Scan(&owner, &ago)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil // the active relay renews its lease, or there is none
-	case err != nil:
-		return false, fmt.Errorf("cdc: check the active relay's lease: %w", err)
+	owner, ago, holder, err := r.seizeLease(ctx)
+	if err != nil || holder == (backend{}) {
+		return false, err
 	}
 	r.log.Warn("the active relay stopped renewing its lease; taking over the slot",
-		slog.String("active_relay", owner), slog.Duration("expired_ago", time.Duration(ago*float64(time.Second)).Round(time.Millisecond)))
-	var n int64
-	if err := r.cfg.Pool.QueryRow(ctx, r.q.leaseTerminate, r.cfg.Slot, r.slotLockKey()).Scan(&n); err != nil {
+		slog.String("active_relay", owner), slog.Duration("expired_ago", ago.Round(time.Millisecond)))
+	n, err := r.terminate(ctx, holder)
+	if err != nil {
 		r.log.Error("could not terminate the replication connection of the relay that stopped renewing its lease "+
 			"(the relays' role needs pg_signal_backend, or the same role as that relay's); waiting for that connection to end",
 			slog.String("active_relay", owner), slog.Any("error", err))
@@ -159,8 +188,39 @@ func (r *Relay) seize(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// seizeLease takes the expired lease (sql/lease_seize.sql) and returns its
+// former owner, how long ago it ended, and the backend it records as its
+// holder; the zero backend when there was nothing to take.
+func (r *Relay) seizeLease(ctx context.Context) (string, time.Duration, backend, error) {
+	var (
+		owner  string
+		ago    float64
+		holder backend
+	)
+	err := r.cfg.Pool.QueryRow(ctx, r.q.leaseSeize, r.cfg.Slot, r.slotLockKey(), r.cfg.ID, uuid.New(),
+		r.cfg.LeaderLease.Milliseconds()).Scan(&owner, &ago, &holder.pid, &holder.start)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", 0, backend{}, nil // the active relay renews its lease, or none hangs
+	case err != nil:
+		return "", 0, backend{}, fmt.Errorf("cdc: check the active relay's lease: %w", err)
+	}
+	return owner, time.Duration(ago * float64(time.Second)), holder, nil
+}
+
+// terminate ends holder, the replication connection of the relay whose
+// lease was seized, if it is still the lease's holder and still holds the
+// lock or the slot (sql/lease_terminate.sql): never a relay that took the
+// lock meanwhile. It returns how many backends it signalled.
+func (r *Relay) terminate(ctx context.Context, holder backend) (int64, error) {
+	var n int64
+	err := r.cfg.Pool.QueryRow(ctx, r.q.leaseTerminate, r.cfg.Slot, r.slotLockKey(), holder.pid, holder.start).Scan(&n)
+	return n, err
+}
+
 // keepLead renews l every third of its lease until the session ends or the
-// lead is lost, whatever the stream does meanwhile.
+// lead is lost, whatever the stream does meanwhile; after each renewal it
+// checks that the outbox is still in CDC mode (watchMode).
 func (r *Relay) keepLead(l *leadership) {
 	defer close(l.kept)
 	t := time.NewTicker(l.lease / 3)
@@ -191,6 +251,9 @@ func (r *Relay) keepLead(l *leadership) {
 			l.mu.Lock()
 			l.until = sent.Add(l.lease)
 			l.mu.Unlock()
+			ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
+			r.watchMode(ctx)
+			cancel()
 		}
 	}
 }

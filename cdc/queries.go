@@ -23,7 +23,7 @@ type queries struct {
 	heartbeat, lag, tableClaim, tableDeleteSent string
 	// The lease of the active relay (lead.go).
 	leaseSetup, leaseTake, leaseSeize, leaseRenew string
-	leaseRelease, leaseTerminate                  string
+	leaseRelease, leaseTerminate, backendSelf     string
 }
 
 // loadQueries reads the embedded SQL and fills in {{schema}} and
@@ -65,6 +65,7 @@ func loadQueries(schema, publication string) (queries, error) {
 		{&q.leaseRenew, "lease_renew.sql"},
 		{&q.leaseRelease, "lease_release.sql"},
 		{&q.leaseTerminate, "lease_terminate.sql"},
+		{&q.backendSelf, "backend_self.sql"},
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + f.file)
 		if err != nil {
@@ -72,20 +73,25 @@ func loadQueries(schema, publication string) (queries, error) {
 		}
 		*f.dst = r.Replace(string(b))
 	}
-	// record.sql takes the statement for acknowledged messages in place of
-	// {{sent}}: record_mark.sql or record_delete.sql.
+	// Statements that take a part from another file in place of a
+	// placeholder: record.sql the statement for acknowledged messages
+	// (record_mark.sql or record_delete.sql), the takeover's statements
+	// the query of the lease's holder.
 	for _, f := range []struct {
-		dst  *string
-		file string
+		dst         *string
+		placeholder string
+		file        string
 	}{
-		{&q.recordMark, "record_mark.sql"},
-		{&q.recordDelete, "record_delete.sql"},
+		{&q.recordMark, "{{sent}}", "record_mark.sql"},
+		{&q.recordDelete, "{{sent}}", "record_delete.sql"},
+		{&q.leaseSeize, "{{lease_holder}}", "lease_holder.sql"},
+		{&q.leaseTerminate, "{{lease_holder}}", "lease_holder.sql"},
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + f.file)
 		if err != nil {
 			return queries{}, fmt.Errorf("cdc: read embedded %s: %w", f.file, err)
 		}
-		*f.dst = strings.Replace(*f.dst, "{{sent}}", strings.TrimRight(r.Replace(string(b)), "\n"), 1)
+		*f.dst = strings.Replace(*f.dst, f.placeholder, strings.TrimRight(r.Replace(string(b)), "\n"), 1)
 	}
 	return q, nil
 }

@@ -58,6 +58,7 @@ type Relay struct {
 	aborted  atomic.Bool        // tests: stop like a crash
 	done     chan struct{}      // closed when everything has returned
 	err      error              // the fatal error, set before done is closed
+	cause    error              // why the relay stopped itself (stopWith); set before stopping is closed
 }
 
 // New validates cfg (after defaults) and returns a relay that is not yet
@@ -308,7 +309,9 @@ func (r *Relay) loop() error {
 		}
 		r.sleep(r.cfg.StandbyInterval)
 	}
-	return nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
 }
 
 // session connects, waits to become the active relay for the slot, and
@@ -345,6 +348,11 @@ func (r *Relay) session() error {
 		return err
 	}
 	start, err := r.setup(r.runCtx)
+	if err == nil || errors.Is(err, ErrSlotLost) { // a switch out of CDC mode may have dropped it
+		if err := r.confirmMode(r.runCtx); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}

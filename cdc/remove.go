@@ -56,13 +56,19 @@ func Remove(ctx context.Context, pool *pgxpool.Pool, schema, slot, publication s
 	case !nameRe.MatchString(publication):
 		return fmt.Errorf("%w: Publication %q must match %s", ErrInvalidConfig, publication, nameRe)
 	}
+	return remove(ctx, pool, schema, slot, publication, "outbox_cdc_slots", "outbox_cdc_leases")
+}
+
+// remove drops slot (waiting as Remove does) and publication, and then
+// deletes slot's row from each of the relay's tables named.
+func remove(ctx context.Context, pool *pgxpool.Pool, schema, slot, publication string, tables ...string) error {
 	if err := dropSlot(ctx, pool, slot); err != nil {
 		return err
 	}
 	if _, err := pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{publication}.Sanitize()); err != nil {
 		return fmt.Errorf("cdc: remove: drop publication %s: %w", publication, err)
 	}
-	for _, table := range []string{"outbox_cdc_slots", "outbox_cdc_leases"} {
+	for _, table := range tables {
 		if err := forgetSlot(ctx, pool, pgx.Identifier{schema, table}.Sanitize(), slot); err != nil {
 			return err
 		}

@@ -185,7 +185,9 @@ func (s *Store) enterMode(ctx context.Context, tx pgx.Tx, st switchState, to Mod
 				return err
 			}
 			if len(slots) > 0 {
-				return refuse("the CDC relay's slot %q serves this outbox; remove it first (cdc.Remove)", slots[0].name)
+				return refuse("the CDC relay's slot %q is recorded for this outbox: stop the CDC relays, then run "+
+					"'outbox mode set cdc' and 'outbox mode set cursor' (Store.SetMode), which drops the slot and forgets it "+
+					"on the way out of CDC mode; or remove it with cdc.Remove", slots[0].name)
 			}
 		}
 		if _, err := tx.Exec(ctx, s.q.cursorEnable); err != nil {

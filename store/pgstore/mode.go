@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,8 +57,8 @@ type ModeState struct {
 	By    string
 	// Recorded is false for an outbox without migration 017: Mode is then
 	// derived as the migration would record it (cursor while cursor mode
-	// is on, cdc while a CDC relay's slot is recorded, else claim), and
-	// Since and By are zero.
+	// is on, cdc while a slot a CDC relay recorded still exists in the
+	// database and is not lost, else claim), and Since and By are zero.
 	Recorded bool
 }
 
@@ -111,6 +112,21 @@ func (s *Store) Mode(ctx context.Context) (ModeState, error) {
 		err = terr
 	}
 	return ModeState{}, fmt.Errorf("pgstore: read the relay mode: %w", s.explain(err))
+}
+
+// ModeAfterSwitch is [Store.Mode], read once no switch of the mode is in
+// progress: it waits for a [Store.SetMode] (or a Migrate) that runs now to
+// end, and a switch that starts later sees everything the caller committed
+// before the call. A relay that set itself up for its mode reads it before
+// it starts to relay: a switch out of the mode either ended before, and
+// this read sees it (the relay undoes its set-up), or finds the set-up
+// done (the CDC relay's slot recorded) and undoes it itself. It waits on
+// SetMode's advisory lock, taken shared and released at once.
+func (s *Store) ModeAfterSwitch(ctx context.Context) (ModeState, error) {
+	if _, err := s.pool.Exec(ctx, s.modeSQL("mode_wait_switch.sql"), s.migrateLockKey()); err != nil {
+		return ModeState{}, fmt.Errorf("pgstore: wait for a switch of the relay mode: %w", s.explain(err))
+	}
+	return s.Mode(ctx)
 }
 
 // SetMode switches the outbox to mode to, taking every step the switch
@@ -254,7 +270,8 @@ func (s *Store) modeTables(ctx context.Context, q queryer) (modeTables, error) {
 
 // derivedMode is the mode of an outbox without migration 017's record, as
 // the migration derives it: cursor while cursor mode is on, cdc while a
-// CDC relay's slot is recorded, else claim.
+// slot a CDC relay recorded exists in this database and is not lost
+// (whether or not a relay streams from it now), else claim.
 func (s *Store) derivedMode(ctx context.Context, q queryer, t modeTables) (Mode, error) {
 	if t.cursor {
 		var active bool
@@ -270,7 +287,7 @@ func (s *Store) derivedMode(ctx context.Context, q queryer, t modeTables) (Mode,
 		if err != nil {
 			return "", err
 		}
-		if len(slots) > 0 {
+		if slices.ContainsFunc(slots, cdcSlot.streamable) {
 			return ModeCDC, nil
 		}
 	}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -44,16 +46,71 @@ func TestMode_ANewOutboxIsInClaimMode(t *testing.T) {
 	}
 }
 
+// recordCDCSlot records slot as package cdc does when its relay creates
+// it (the table outbox_cdc_slots, which the relay creates), at the given
+// time.
+func (b *bundle) recordCDCSlot(t *testing.T, slot string, at time.Time) {
+	t.Helper()
+	b.exec(t, `CREATE TABLE IF NOT EXISTS {{schema}}.outbox_cdc_slots (slot_name text PRIMARY KEY, publication text NOT NULL,
+		consistent_lsn pg_lsn NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), created_by text NOT NULL)`)
+	b.exec(t, `INSERT INTO {{schema}}.outbox_cdc_slots VALUES ($1, $1, '0/0', $2, 'r')`, slot, at)
+}
+
+// createSlot creates the logical replication slot name in the database
+// that conn is connected to (the test's pool when conn is nil), and drops
+// it when the test ends.
+func (b *bundle) createSlot(t *testing.T, conn *pgx.Conn, name string) {
+	t.Helper()
+	var q interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	} = b.pool
+	if conn != nil {
+		q = conn
+	}
+	if _, err := q.Exec(testCtx(t), "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
+		t.Fatalf("create slot %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := q.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()", name); err != nil {
+			t.Errorf("drop slot %s: %v", name, err)
+		}
+	})
+}
+
+// otherDatabase connects to another database of the test's server, and
+// closes the connection when the test ends.
+func otherDatabase(t *testing.T) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = map[bool]string{true: "template1", false: "postgres"}[cfg.Database == "postgres"]
+	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
+	if err != nil {
+		t.Skipf("no other database to put a slot in: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // Migration 017 records the mode an existing outbox is in, and until it
-// runs Mode derives the same.
+// runs Mode derives the same. CDC mode needs a slot the CDC relay recorded
+// that still exists in the outbox's database: an outbox whose slot was
+// dropped, as the way back to polling used to leave it (or whose only slot
+// of that name is another database's), is in claim mode.
 func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 	t.Parallel()
+	recorded := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
+		name  string
 		want  pgstore.Mode
 		state func(t *testing.T, b *bundle) time.Time // sets the mode up, returns since when
 	}{
-		{pgstore.ModeClaim, func(*testing.T, *bundle) time.Time { return time.Time{} }},
-		{pgstore.ModeCursor, func(t *testing.T, b *bundle) time.Time {
+		{"claim", pgstore.ModeClaim, func(*testing.T, *bundle) time.Time { return time.Time{} }},
+		{"cursor", pgstore.ModeCursor, func(t *testing.T, b *bundle) time.Time {
 			if err := b.store.EnableCursor(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -63,15 +120,25 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 			}
 			return at
 		}},
-		{pgstore.ModeCDC, func(t *testing.T, b *bundle) time.Time {
-			// What package cdc records when it creates its slot.
-			b.exec(t, `CREATE TABLE {{schema}}.outbox_cdc_slots (slot_name text PRIMARY KEY, publication text NOT NULL,
-				consistent_lsn pg_lsn NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), created_by text NOT NULL);
-				INSERT INTO {{schema}}.outbox_cdc_slots VALUES ('gone', 'gone', '0/0', '2026-01-02 03:04:05Z', 'r')`)
-			return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		{"cdc_slot_exists", pgstore.ModeCDC, func(t *testing.T, b *bundle) time.Time {
+			slot := "outbox_" + b.schema
+			b.createSlot(t, nil, slot)
+			b.recordCDCSlot(t, slot, recorded)
+			b.recordCDCSlot(t, "gone_"+b.schema, recorded.Add(-time.Hour)) // an older slot, dropped
+			return recorded
+		}},
+		{"claim_recorded_slot_dropped", pgstore.ModeClaim, func(t *testing.T, b *bundle) time.Time {
+			b.recordCDCSlot(t, "outbox_"+b.schema, recorded)
+			return time.Time{}
+		}},
+		{"claim_slot_in_another_database", pgstore.ModeClaim, func(t *testing.T, b *bundle) time.Time {
+			slot := "outbox_" + b.schema
+			b.createSlot(t, otherDatabase(t), slot)
+			b.recordCDCSlot(t, slot, recorded)
+			return time.Time{}
 		}},
 	} {
-		t.Run(string(c.want), func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			b.before017(t)
@@ -94,6 +161,33 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 				t.Errorf("Since = %s, want %s (when the outbox entered the mode)", m.Since, since)
 			}
 		})
+	}
+}
+
+// An outbox in claim mode with a slot the CDC relay recorded (the row an
+// older release left when the slot was dropped, which migration 017 does
+// not take for CDC mode) is refused cursor mode, and the refusal names the
+// commands that forget the slot; they do.
+func TestSetMode_CursorRefusedWhileACDCSlotIsRecorded_NamesTheWayOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := testCtx(t)
+	b.recordCDCSlot(t, "outbox_"+b.schema, time.Now())
+	_, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t")
+	if !errors.Is(err, pgstore.ErrModeSwitch) || !strings.Contains(err.Error(), "'outbox mode set cdc' and 'outbox mode set cursor'") {
+		t.Fatalf("SetMode(cursor) with a recorded CDC slot = %v, want ErrModeSwitch naming the commands", err)
+	}
+	for _, m := range []pgstore.Mode{pgstore.ModeCDC, pgstore.ModeCursor} {
+		if _, err := b.store.SetMode(ctx, m, "t"); err != nil {
+			t.Fatalf("SetMode(%s), as the refusal says: %v", m, err)
+		}
+	}
+	var slots int
+	if err := b.pool.QueryRow(ctx, b.sql(`SELECT count(*) FROM {{schema}}.outbox_cdc_slots`)).Scan(&slots); err != nil || slots != 0 {
+		t.Fatalf("%d recorded CDC slots (%v) after the commands, want none", slots, err)
+	}
+	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
+		t.Fatalf("Mode = %+v, want cursor", m)
 	}
 }
 

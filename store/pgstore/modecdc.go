@@ -14,9 +14,15 @@ import (
 // outbox_cdc_slots (package cdc), as queries/mode_cdc_slots.sql reads it.
 type cdcSlot struct {
 	name, publication string
-	exists            bool   // in pg_replication_slots (not lost)
+	exists            bool   // in pg_replication_slots, for this database
+	lost              bool   // invalidated by PostgreSQL (wal_status lost)
 	activePID         *int32 // the walsender streaming from it, if any
 }
+
+// streamable reports whether a CDC relay can stream from the slot: it
+// exists in this database and was not invalidated. Only such a slot makes
+// the mode of an outbox before migration 017 cdc (see derivedMode).
+func (c cdcSlot) streamable() bool { return c.exists && !c.lost }
 
 // cdcSlots reads the recorded slots; outbox_cdc_slots must exist.
 func (s *Store) cdcSlots(ctx context.Context, q queryer) ([]cdcSlot, error) {
@@ -26,7 +32,7 @@ func (s *Store) cdcSlots(ctx context.Context, q queryer) ([]cdcSlot, error) {
 	}
 	slots, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (cdcSlot, error) {
 		var c cdcSlot
-		err := row.Scan(&c.name, &c.publication, &c.exists, &c.activePID)
+		err := row.Scan(&c.name, &c.publication, &c.exists, &c.lost, &c.activePID)
 		return c, err
 	})
 	if err != nil {

@@ -21,9 +21,16 @@ CREATE TABLE {{schema}}.outbox_relay_mode (
 );
 
 -- An existing outbox keeps the mode it is in: cursor when cursor mode is on
--- (outbox_cursor.active), cdc when a CDC relay recorded a slot (the table
--- outbox_cdc_slots, which the CDC relay creates, has a row), else claim.
--- outbox_cdc_slots may not exist, hence the dynamic statement.
+-- (outbox_cursor.active), cdc when a slot that a CDC relay recorded (the
+-- table outbox_cdc_slots, which the CDC relay creates) still exists in this
+-- database and is not lost, else claim. A recorded slot that is gone or
+-- lost is one no CDC relay can stream from: the outbox went back to
+-- polling (older releases kept the row when the slot was dropped), or its
+-- CDC relay refuses to start anyway. A slot counts whether or not a relay
+-- streams from it now, since the relays are often stopped for an upgrade.
+-- Store.Mode derives the mode the same way until this migration has run
+-- (queries/mode_cdc_slots.sql). outbox_cdc_slots may not exist, hence the
+-- dynamic statement.
 DO $$
 DECLARE
     cursor_on  timestamptz;
@@ -31,7 +38,12 @@ DECLARE
 BEGIN
     SELECT c.enabled_at INTO cursor_on FROM {{schema}}.outbox_cursor c WHERE c.active;
     IF to_regclass('{{schema}}.outbox_cdc_slots') IS NOT NULL THEN
-        EXECUTE 'SELECT min(created_at) FROM {{schema}}.outbox_cdc_slots' INTO slot_since;
+        EXECUTE 'SELECT min(r.created_at)
+                 FROM {{schema}}.outbox_cdc_slots r
+                 JOIN pg_replication_slots s ON s.slot_name = r.slot_name
+                 WHERE s.database = current_database()
+                   AND s.wal_status IS DISTINCT FROM ''lost'''
+        INTO slot_since;
     END IF;
     INSERT INTO {{schema}}.outbox_relay_mode (mode, changed_at, changed_by)
     VALUES (CASE WHEN cursor_on IS NOT NULL THEN 'cursor'
