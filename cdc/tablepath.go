@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,8 +24,13 @@ type tableQueue struct{ r *Relay }
 var _ store.Queue = (*tableQueue)(nil)
 
 // Claim leases due heads of deferred aggregates (table_claim.sql) and
-// releases the aggregates that have nothing unsent left.
+// releases the aggregates that have nothing unsent left. A Limit below 1
+// claims nothing; a Lease shorter than a millisecond is an error, as in
+// pgstore's Claim, since such a lease would expire at once.
 func (t *tableQueue) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
+	if p.Lease < time.Millisecond {
+		return store.Claim{}, fmt.Errorf("cdc: table path claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
+	}
 	token, err := uuid.NewRandom()
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("cdc: table path claim: new token: %w", err)
