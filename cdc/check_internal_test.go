@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -23,6 +24,16 @@ type nopSink struct{ sink.Sink }
 // and a relay on it that was not started, ready for checkOnce.
 func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	t.Helper()
+	return relayFixture(t, Config{})
+}
+
+// relayFixture returns a migrated outbox in CDC mode, in a schema of its
+// own, its store, and a relay of cfg on it (Pool, Schema, and Sink and
+// Logger if nil, filled in) that was not started: its tables are set up
+// and it holds the slot's lease, as the active relay does, since the
+// checks and records are fenced by it.
+func relayFixture(t *testing.T, cfg Config) (*pgxpool.Pool, *pgstore.Store, *Relay) {
+	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
 	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
@@ -32,7 +43,17 @@ func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Pool: pool, Sink: nopSink{}, Schema: schema})
+	if _, err := st.SetMode(ctx, pgstore.ModeCDC, "test"); err != nil {
+		t.Fatalf("SetMode(cdc): %v", err)
+	}
+	cfg.Pool, cfg.Schema = pool, schema
+	if cfg.Sink == nil {
+		cfg.Sink = nopSink{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +61,6 @@ func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	if err := r.setupTables(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The checks and records are fenced by the slot's lease: hold it, as
-	// the active relay does.
 	l, err := r.takeLease(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,14 +3,12 @@ package cdc
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
-	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 	"github.com/outbox-dev/outbox/store/storetest"
 )
@@ -37,45 +35,16 @@ func TestConformanceTablePathCleanupDelete(t *testing.T) {
 }
 
 // tablePathHarness is the suite's view of the table path of a relay with
-// cleanup, on an outbox of its own in CDC mode. The relay is not started:
-// it has its tables set up and holds the slot's lease, as the active relay
-// does, so that the stream's record (record.sql) defers aggregates.
+// cleanup, on an outbox of its own in CDC mode (relayFixture: the relay
+// holds the slot's lease, so that the stream's record, record.sql, defers
+// aggregates).
 func tablePathHarness(t *testing.T, cleanup Cleanup) storetest.Harness {
 	t.Helper()
-	ctx := context.Background()
-	pool, schema := pgtest.Schema(t)
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.SetMode(ctx, pgstore.ModeCDC, "storetest"); err != nil {
-		t.Fatalf("SetMode(cdc): %v", err)
-	}
-	r, err := New(Config{Pool: pool, Sink: nopSink{}, Schema: schema, Cleanup: cleanup,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.sendCtx = ctx
-	if err := r.setupTables(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l, err := r.takeLease(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.endLead(l) })
-
-	enqueue := func(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error {
-		return st.Enqueue(ctx, tx, msgs...)
-	}
+	pool, st, r := relayFixture(t, Config{Cleanup: cleanup})
 	return storetest.Harness{
 		Queue: &tableQueue{r: r},
 		Enqueue: func(ctx context.Context, msgs ...outbox.Message) error {
-			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return enqueue(ctx, tx, msgs...) }); err != nil {
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, msgs...) }); err != nil {
 				return err
 			}
 			return deferAggregates(r, msgs)
@@ -85,13 +54,13 @@ func tablePathHarness(t *testing.T, cleanup Cleanup) storetest.Harness {
 			if err != nil {
 				return err
 			}
-			return errors.Join(enqueue(ctx, tx, msgs...), tx.Rollback(ctx))
+			return errors.Join(st.Enqueue(ctx, tx, msgs...), tx.Rollback(ctx))
 		},
 		Get:         st.Get,
 		ErrNotFound: pgstore.ErrNotFound,
 		Counts:      st.Counts,
 		InsertUnchecked: func(ctx context.Context, m outbox.Message, headers string) error {
-			if err := insertUnchecked(ctx, pool, schema, m, headers); err != nil {
+			if err := insertUnchecked(ctx, pool, m, headers); err != nil {
 				return err
 			}
 			return deferAggregates(r, []outbox.Message{m})
@@ -118,14 +87,14 @@ func deferAggregates(r *Relay, msgs []outbox.Message) error {
 // object of string values does not see the row, as for a row written
 // before that migration. It takes its transaction id first, as migration
 // 012's trigger (switched off too) would have it do. m.Headers is ignored.
-func insertUnchecked(ctx context.Context, pool *pgxpool.Pool, schema string, m outbox.Message, headers string) error {
+func insertUnchecked(ctx context.Context, pool *pgxpool.Pool, m outbox.Message, headers string) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for _, st := range []string{"SELECT pg_current_xact_id()", "SET LOCAL session_replication_role = replica"} {
 			if _, err := tx.Exec(ctx, st); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "outbox_messages"}.Sanitize()+`
+		_, err := tx.Exec(ctx, `INSERT INTO outbox_messages
 			(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type, headers)
 			VALUES ($1, $2, $3, $4, 1, $5, 'application/json', $6::jsonb)`,
 			m.ID, m.AggregateType, m.AggregateID, m.EventType, m.Payload, headers)
