@@ -3,6 +3,7 @@ package cdc
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -22,11 +24,43 @@ type nopSink struct{ sink.Sink }
 // and a relay on it that was not started, ready for checkOnce.
 func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 	t.Helper()
-	pool, r := relayFixture(t)
+	return relayFixture(t, Config{})
+}
+
+// relayFixture returns a migrated outbox in CDC mode, in a schema of its
+// own, its store, and a relay of cfg on it (Pool, Schema, and Sink and
+// Logger if nil, filled in) that was not started: its tables are set up
+// and it holds the slot's lease, as the active relay does, since the
+// checks and records are fenced by it.
+func relayFixture(t *testing.T, cfg Config) (*pgxpool.Pool, *pgstore.Store, *Relay) {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetMode(ctx, pgstore.ModeCDC, "test"); err != nil {
+		t.Fatalf("SetMode(cdc): %v", err)
+	}
+	cfg.Pool, cfg.Schema = pool, schema
+	if cfg.Sink == nil {
+		cfg.Sink = nopSink{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.sendCtx = ctx
-	// The checks and records are fenced by the slot's lease: hold it, as
-	// the active relay does.
+	if err := r.setupTables(ctx); err != nil {
+		t.Fatal(err)
+	}
 	l, err := r.takeLease(ctx, backend{}) // no replication connection: no backend to terminate
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// relayFixture returns a migrated outbox in a schema of its own with the
+// unleasedRelay returns a migrated outbox in a schema of its own with the
 // CDC relay's tables, and a relay on it that was not started (its store
 // is the outbox's).
-func relayFixture(t *testing.T) (*pgxpool.Pool, *Relay) {
+func unleasedRelay(t *testing.T) (*pgxpool.Pool, *Relay) {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
@@ -131,7 +131,7 @@ func leaseToken(t *testing.T, pool *pgxpool.Pool, r *Relay) string {
 // terminates that connection, and no other backend.
 func TestSeize_TerminatesTheHungHolder(t *testing.T) {
 	t.Parallel()
-	pool, r := relayFixture(t)
+	pool, r := unleasedRelay(t)
 	hung := connect(t, r)
 	hung.lock(t, r)
 	leaseOf(t, pool, r, "hung", hung.be)
@@ -152,7 +152,7 @@ func TestSeize_TerminatesTheHungHolder(t *testing.T) {
 // none of it, at either moment.
 func TestTerminate_SparesARelayThatTookTheLockMeanwhile(t *testing.T) {
 	t.Parallel()
-	pool, r := relayFixture(t)
+	pool, r := unleasedRelay(t)
 	ctx := context.Background()
 	hung := connect(t, r)
 	hung.lock(t, r)
@@ -201,7 +201,7 @@ func TestSeize_LeavesALockHolderTheLeaseDoesNotRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			pool, r := relayFixture(t)
+			pool, r := unleasedRelay(t)
 			locker := connect(t, r)
 			locker.lock(t, r)
 			leaseOf(t, pool, r, "gone", c.holder(t, pool, r, locker))

@@ -21,6 +21,7 @@ type queries struct {
 	registryGet, registryPut, deferUnsent       string
 	check, recordMark, recordDelete             string
 	heartbeat, lag, tableClaim, tableDeleteSent string
+	tableRelease, tableReleaseKeep              string
 	// The lease of the active relay (lead.go).
 	leaseSetup, leaseTake, leaseSeize, leaseRenew string
 	leaseRelease, leaseTerminate, backendSelf     string
@@ -59,6 +60,8 @@ func loadQueries(schema, publication string) (queries, error) {
 		{&q.lag, "lag.sql"},
 		{&q.tableClaim, "table_claim.sql"},
 		{&q.tableDeleteSent, "table_delete_sent.sql"},
+		{&q.tableRelease, "table_release.sql"},
+		{&q.tableReleaseKeep, "table_release_keep.sql"},
 		{&q.leaseSetup, "lease_setup.sql"},
 		{&q.leaseTake, "lease_take.sql"},
 		{&q.leaseSeize, "lease_seize.sql"},

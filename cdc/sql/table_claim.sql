@@ -1,18 +1,10 @@
 -- The table path's claim: the polling relay's claim (store/pgstore
--- queries/claim.sql), restricted to deferred aggregates. The first CTE
--- releases aggregates that have nothing unsent any more, so that their next
--- messages go through the stream again.
+-- queries/claim.sql), restricted to deferred aggregates. The release of
+-- aggregates that have nothing unsent any more runs before it
+-- (table_release.sql).
 --
 -- $1 limit, $2 lease owner, $3 lease token, $4 lease length in milliseconds.
-WITH released AS (
-    DELETE FROM {{schema}}.outbox_cdc_deferred d
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {{schema}}.outbox_messages e
-        WHERE e.aggregate_type = d.aggregate_type
-          AND e.aggregate_id = d.aggregate_id
-          AND e.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'))
-),
-heads AS (
+WITH heads AS (
     -- The aggregate's oldest unsent message, through
     -- outbox_messages_unsent_by_aggregate.
     SELECT h.seq

@@ -37,6 +37,9 @@ func (s *suite) oneOfEach(t *testing.T) map[outbox.Status][]uuid.UUID {
 		outbox.StatusInFlight:   {inFlight.ID},
 		outbox.StatusPending:    {behind.ID, pending.ID},
 	}
+	if s.h.SentDeleted { // the sent one was deleted
+		byStatus[outbox.StatusSent] = nil
+	}
 	if s.h.ClaimsInMemory { // the claimed one is stored PENDING
 		byStatus[outbox.StatusPending] = append(byStatus[outbox.StatusPending], inFlight.ID)
 		byStatus[outbox.StatusInFlight] = nil

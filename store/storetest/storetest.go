@@ -54,6 +54,13 @@ type Harness struct {
 	// other guarantee of the suite. Defaults to false: Get shows a claimed
 	// message IN_FLIGHT with the claim's lease.
 	ClaimsInMemory bool
+	// SentDeleted says that MarkSent deletes the messages instead of
+	// marking them SENT, keeping no record of the publish (the CDC relay's
+	// table path with Cleanup "delete"). Where the suite checks that a
+	// sent message is SENT, it then checks that Get finds it no more, and
+	// Counts counts no SENT message. Cleanup must be nil: there is nothing
+	// for it to delete. Defaults to false: a sent message stays, SENT.
+	SentDeleted bool
 }
 
 // Timing of the suite.
@@ -89,6 +96,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			h := newHarness(t)
 			if h.Queue == nil || h.Enqueue == nil || h.EnqueueRollback == nil || h.Get == nil {
 				t.Fatal("storetest: Harness needs Queue, Enqueue, EnqueueRollback and Get")
+			}
+			if h.SentDeleted && h.Cleanup != nil {
+				t.Fatal("storetest: Harness.Cleanup must be nil with SentDeleted: no SENT message stays to delete")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			t.Cleanup(cancel)
@@ -171,6 +181,22 @@ func (s *suite) assertStoredClaimed(t *testing.T, what string, id uuid.UUID, own
 		t.Errorf("%s: stored %+v; want IN_FLIGHT under %s until %v", what, got, owner, leaseEnd)
 	}
 	return got
+}
+
+// assertSent checks what Get says of a sent message: SENT, or nothing for
+// a store whose MarkSent deletes (Harness.SentDeleted). It returns the
+// stored record, and whether there is one.
+func (s *suite) assertSent(t *testing.T, what string, id uuid.UUID) (outbox.Record, bool) {
+	t.Helper()
+	if s.h.SentDeleted {
+		s.assertGone(t, id)
+		return outbox.Record{}, false
+	}
+	got := s.get(t, id)
+	if got.Status != outbox.StatusSent {
+		t.Errorf("%s: status %s, want SENT", what, got.Status)
+	}
+	return got, true
 }
 
 // assertGone checks that Get finds no message with the id.
