@@ -103,7 +103,7 @@ func (r *Relay) waitLead(conn *pgconn.PgConn) (*leadership, error) {
 			// The terminated backend frees the lock within moments.
 			wait = min(poll, seizedPoll)
 		}
-		if !r.sleep(wait) {
+		if !r.stopping.Sleep(wait) {
 			return nil, nil
 		}
 	}
@@ -264,7 +264,7 @@ func (r *Relay) waitSlotFree(ctx context.Context) error {
 		if err != nil || !s.active || time.Now().After(deadline) {
 			return err
 		}
-		if !r.sleep(20 * time.Millisecond) {
+		if !r.stopping.Sleep(20 * time.Millisecond) {
 			return nil
 		}
 	}

@@ -160,7 +160,7 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 				r.logLag()
 			case <-ctx.Done():
 				return nil
-			case <-r.stopping:
+			case <-r.stopping.C():
 				return nil
 			case <-p.ctx.Done():
 				return nil
@@ -171,7 +171,7 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.stopping:
+		case <-r.stopping.C():
 			return nil
 		case <-p.ctx.Done():
 			return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox/internal/condlog"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -48,9 +49,8 @@ type Relay struct {
 
 	mu       sync.Mutex
 	started  bool
-	conn     net.Conn // the replication connection's socket, for abort
-	stopOnce sync.Once
-	stopping chan struct{} // closed when Stop is called
+	conn     net.Conn          // the replication connection's socket, for abort
+	stopping *lifecycle.Signal // closed when Stop is called
 	runCtx   context.Context
 	runStop  context.CancelFunc // cancels waits and setup on stop
 	sendCtx  context.Context
@@ -81,9 +81,13 @@ func New(cfg Config) (*Relay, error) {
 		q:           q,
 		store:       st,
 		outboxTable: pgx.Identifier{cfg.Schema, "outbox_messages"}.Sanitize(),
-		stopping:    make(chan struct{}),
 		done:        make(chan struct{}),
 	}
+	r.stopping = lifecycle.NewSignal(func() {
+		if r.runStop != nil {
+			r.runStop() // set by Start
+		}
+	})
 	r.recreate.Store(cfg.RecreateSlot)
 	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax,
 		Pause: failure.NewPause(cfg.UnavailableBackoffMax)}
@@ -136,13 +140,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	if err := r.table.Start(r.runCtx); err != nil {
 		return fmt.Errorf("cdc: start the table path: %w", err)
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			r.beginStop()
-		case <-r.stopping:
-		}
-	}()
+	r.stopping.CloseOn(ctx)
 	go func() {
 		err := r.loop()
 		stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
@@ -161,36 +159,6 @@ func (r *Relay) Start(ctx context.Context) error {
 	return nil
 }
 
-func (r *Relay) beginStop() {
-	r.stopOnce.Do(func() {
-		close(r.stopping)
-		if r.runStop != nil {
-			r.runStop()
-		}
-	})
-}
-
-func (r *Relay) isStopping() bool {
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// sleep waits d or until stop; it reports false on stop.
-func (r *Relay) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.stopping:
-		return false
-	}
-}
-
 // Stop stops reading the stream, waits up to Config.ShutdownTimeout for the
 // acks of the batches in flight (recording them and confirming their
 // position),
@@ -202,31 +170,17 @@ func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
-	r.beginStop()
+	r.stopping.Close()
 	if !started {
 		return nil
 	}
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-		return r.stopped()
-	case <-timer.C:
+	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {
 		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes; the next active relay sends them again")
 		r.sendStop()
-	case <-ctx.Done():
-		r.sendStop()
-		return ctx.Err()
+	}, r.sendStop)
+	if err != nil {
+		return err
 	}
-	select {
-	case <-r.done:
-		return r.stopped()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (r *Relay) stopped() error {
 	r.log.Info("cdc relay stopped")
 	return r.err
 }
@@ -276,7 +230,7 @@ func (r *Relay) abort() {
 	if r.sendStop != nil {
 		r.sendStop()
 	}
-	r.beginStop()
+	r.stopping.Close()
 }
 
 // fatalError marks an error that ends the relay instead of a reconnect.
@@ -289,9 +243,9 @@ func fatal(err error) error { return &fatalError{err} }
 
 // loop runs sessions until stop or a fatal error, which it returns.
 func (r *Relay) loop() error {
-	for !r.isStopping() {
+	for !r.stopping.Closed() {
 		err := r.session()
-		if err == nil || r.isStopping() {
+		if err == nil || r.stopping.Closed() {
 			continue
 		}
 		if _, ok := errors.AsType[*fatalError](err); ok {
@@ -306,7 +260,7 @@ func (r *Relay) loop() error {
 			// Logged when first seen and then every 30 s, not at every retry.
 			r.log.Error("outbox tables missing; the relay retries until they exist", slog.Any("error", err))
 		}
-		r.sleep(r.cfg.StandbyInterval)
+		r.stopping.Sleep(r.cfg.StandbyInterval)
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func (rd *reader) run() error {
 	rd.types = pgtype.NewMap()
 	rd.nextStatus = time.Now()
 	for {
-		if r.isStopping() {
+		if r.stopping.Closed() {
 			return errStopped
 		}
 		select {
@@ -115,7 +115,7 @@ func (rd *reader) run() error {
 		msg, err := rd.conn.ReceiveMessage(ctx)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) || r.isStopping() {
+			if pgconn.Timeout(err) || r.stopping.Closed() {
 				continue
 			}
 			return fmt.Errorf("cdc: receive: %w", err)
@@ -189,7 +189,7 @@ func (rd *reader) emit(ev event) error {
 				err = errStopped
 			}
 			return err
-		case <-rd.r.stopping:
+		case <-rd.r.stopping.C():
 			t.Stop()
 			return errStopped
 		case <-t.C:
@@ -224,7 +224,7 @@ func (rd *reader) emitRecord(ev event) error {
 				err = errStopped
 			}
 			return err
-		case <-rd.r.stopping:
+		case <-rd.r.stopping.C():
 			t.Stop()
 			return errStopped
 		case <-t.C:

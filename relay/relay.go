@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox/internal/condlog"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -35,8 +36,7 @@ type Relay struct {
 
 	mu       sync.Mutex
 	started  bool
-	stopOnce sync.Once
-	stopping chan struct{} // closed when Stop is called: claim no more
+	stopping *lifecycle.Signal // closed when Stop is called: claim no more
 	sendCtx  context.Context
 	sendStop context.CancelFunc // cancels in-flight publishes after ShutdownTimeout
 	done     chan struct{}      // closed when every worker has returned
@@ -52,7 +52,7 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{
 		cfg:      cfg,
 		log:      cfg.Logger.With(slog.String("relay", cfg.ID)),
-		stopping: make(chan struct{}),
+		stopping: lifecycle.NewSignal(nil),
 		done:     make(chan struct{}),
 	}
 	r.wake.init()
@@ -99,13 +99,7 @@ func (r *Relay) Start(ctx context.Context) error {
 			}()
 		}
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			r.beginStop()
-		case <-r.stopping:
-		}
-	}()
+	r.stopping.CloseOn(ctx)
 	// A store whose leader holds a lease of its own (store.LeaseKeeper)
 	// renews it until the relay has resigned.
 	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
@@ -135,8 +129,6 @@ func (r *Relay) Start(ctx context.Context) error {
 	return nil
 }
 
-func (r *Relay) beginStop() { r.stopOnce.Do(func() { close(r.stopping) }) }
-
 // resignTimeout bounds the store's Resign when the relay stops.
 const resignTimeout = 5 * time.Second
 
@@ -164,30 +156,19 @@ func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
-	r.beginStop()
+	r.stopping.Close()
 	if !started {
 		return nil
 	}
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-		r.log.Info("relay stopped")
-		return nil
-	case <-timer.C:
+	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {
 		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes and releasing their leases")
 		r.sendStop()
-	case <-ctx.Done():
-		r.sendStop()
-		return ctx.Err()
+	}, r.sendStop)
+	if err != nil {
+		return err
 	}
-	select {
-	case <-r.done:
-		r.log.Info("relay stopped")
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	r.log.Info("relay stopped")
+	return nil
 }
 
 // Stopped returns a channel closed when the relay has stopped.
@@ -203,25 +184,4 @@ func (r *Relay) Run(ctx context.Context) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
 	defer cancel()
 	return r.Stop(stopCtx)
-}
-
-func (r *Relay) isStopping() bool {
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// sleep waits d or until stop; it reports false on stop.
-func (r *Relay) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.stopping:
-		return false
-	}
 }
