@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 )
 
 // Defaults of [Config].
@@ -169,24 +170,18 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inbox, error) {
 // load reads, from dir of fsys, the queries every inbox has, and stores
 // them rendered.
 func (q *queries) load(fsys embed.FS, dir string, render func(string) string) error {
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&q.markProcessed, "mark_processed.sql"},
-		{&q.park, "park.sql"},
-		{&q.parked, "parked.sql"},
-		{&q.parkedGet, "parked_get.sql"},
-		{&q.markReplayed, "mark_replayed.sql"},
-		{&q.cleanup, "cleanup.sql"},
-		{&q.cleanupReplayed, "cleanup_replayed.sql"},
-		{&q.cleanupParked, "cleanup_parked.sql"},
-	} {
-		b, err := fsys.ReadFile(dir + "/" + f.file)
-		if err != nil {
-			return fmt.Errorf("inbox: read embedded %s/%s: %w", dir, f.file, err)
-		}
-		*f.dst = render(string(b))
+	err := sqltext.Load(fsys, dir, render, map[*string]string{
+		&q.markProcessed:   "mark_processed.sql",
+		&q.park:            "park.sql",
+		&q.parked:          "parked.sql",
+		&q.parkedGet:       "parked_get.sql",
+		&q.markReplayed:    "mark_replayed.sql",
+		&q.cleanup:         "cleanup.sql",
+		&q.cleanupReplayed: "cleanup_replayed.sql",
+		&q.cleanupParked:   "cleanup_parked.sql",
+	})
+	if err != nil {
+		return fmt.Errorf("inbox: %w", err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -196,50 +197,42 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: cfg, channel: channelName(cfg.Schema)}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&s.q.enqueue, "enqueue.sql"},
-		{&s.q.claim, "claim.sql"},
-		{&s.q.markSent, "mark_sent.sql"},
-		{&s.q.markFailed, "mark_failed.sql"},
-		{&s.q.release, "release.sql"},
-		{&s.q.get, "get.sql"},
-		{&s.q.counts, "counts.sql"},
-		{&s.q.idle, "idle.sql"},
-		{&s.q.busy, "busy.sql"},
-		{&s.q.relaySettings, "relay_settings.sql"},
-		{&s.q.claimFloor, "claim_floor.sql"},
-		{&s.q.seedFloor, "seed_floor.sql"},
-		{&s.q.failpointWatch, "failpoint_watch.sql"},
-		{&s.q.failpointPause, "failpoint_pause.sql"},
-		{&s.q.cursorRead, "cursor_read.sql"},
-		{&s.q.cursorMode, "cursor_mode.sql"},
-		{&s.q.cursorState, "cursor_state.sql"},
-		{&s.q.cursorSave, "cursor_save.sql"},
-		{&s.q.cursorResign, "cursor_resign.sql"},
-		{&s.q.cursorTable, "cursor_table.sql"},
-		{&s.q.cursorRenew, "cursor_renew.sql"},
-		{&s.q.cursorMigrated, "cursor_migrated.sql"},
-		{&s.q.cursorCheck, "cursor_check.sql"},
-		{&s.q.cursorEnable, "cursor_enable.sql"},
-		{&s.q.cursorDisable, "cursor_disable.sql"},
-		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
-		{&s.q.migrateLock, "migrate_lock.sql"},
-		{&s.q.checkMigrated, "check_migrated.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = s.render(string(b))
-	}
-	cols, err := queryFiles.ReadFile("queries/cursor_columns.sql")
+	var cols string // what cursor_read.sql has in place of {{cursor_columns}}
+	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
+		&s.q.enqueue:        "enqueue.sql",
+		&s.q.claim:          "claim.sql",
+		&s.q.markSent:       "mark_sent.sql",
+		&s.q.markFailed:     "mark_failed.sql",
+		&s.q.release:        "release.sql",
+		&s.q.get:            "get.sql",
+		&s.q.counts:         "counts.sql",
+		&s.q.idle:           "idle.sql",
+		&s.q.busy:           "busy.sql",
+		&s.q.relaySettings:  "relay_settings.sql",
+		&s.q.claimFloor:     "claim_floor.sql",
+		&s.q.seedFloor:      "seed_floor.sql",
+		&s.q.failpointWatch: "failpoint_watch.sql",
+		&s.q.failpointPause: "failpoint_pause.sql",
+		&s.q.cursorRead:     "cursor_read.sql",
+		&s.q.cursorMode:     "cursor_mode.sql",
+		&s.q.cursorState:    "cursor_state.sql",
+		&s.q.cursorSave:     "cursor_save.sql",
+		&s.q.cursorResign:   "cursor_resign.sql",
+		&s.q.cursorTable:    "cursor_table.sql",
+		&s.q.cursorRenew:    "cursor_renew.sql",
+		&s.q.cursorMigrated: "cursor_migrated.sql",
+		&s.q.cursorCheck:    "cursor_check.sql",
+		&s.q.cursorEnable:   "cursor_enable.sql",
+		&s.q.cursorDisable:  "cursor_disable.sql",
+		&s.q.cursorUnqueue:  "cursor_unqueue.sql",
+		&s.q.migrateLock:    "migrate_lock.sql",
+		&s.q.checkMigrated:  "check_migrated.sql",
+		&cols:               "cursor_columns.sql",
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: read embedded cursor_columns.sql: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", s.render(string(cols)))
+	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", cols)
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
 }

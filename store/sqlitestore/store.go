@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -115,28 +116,22 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, cfg: cfg}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&s.q.enqueue, "enqueue.sql"},
-		{&s.q.claimFirstDue, "claim_first_due.sql"},
-		{&s.q.claimBySeq, "claim_by_seq.sql"},
-		{&s.q.claimBeyond, "claim_beyond.sql"},
-		{&s.q.claimByAggregate, "claim_by_aggregate.sql"},
-		{&s.q.claim, "claim.sql"},
-		{&s.q.markSent, "mark_sent.sql"},
-		{&s.q.markFailed, "mark_failed.sql"},
-		{&s.q.release, "release.sql"},
-		{&s.q.get, "get.sql"},
-		{&s.q.counts, "counts.sql"},
-		{&s.q.cleanup, "cleanup.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = s.render(string(b))
+	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
+		&s.q.enqueue:          "enqueue.sql",
+		&s.q.claimFirstDue:    "claim_first_due.sql",
+		&s.q.claimBySeq:       "claim_by_seq.sql",
+		&s.q.claimBeyond:      "claim_beyond.sql",
+		&s.q.claimByAggregate: "claim_by_aggregate.sql",
+		&s.q.claim:            "claim.sql",
+		&s.q.markSent:         "mark_sent.sql",
+		&s.q.markFailed:       "mark_failed.sql",
+		&s.q.release:          "release.sql",
+		&s.q.get:              "get.sql",
+		&s.q.counts:           "counts.sql",
+		&s.q.cleanup:          "cleanup.sql",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
