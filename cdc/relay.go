@@ -47,8 +47,8 @@ type Relay struct {
 	// and not yet recorded (for tests: pipelining happened).
 	batchesInFlight atomic.Int64
 
-	mu       sync.Mutex
-	started  bool
+	run      lifecycle.Run     // Start runs once
+	mu       sync.Mutex        // guards conn
 	conn     net.Conn          // the replication connection's socket, for abort
 	stopping *lifecycle.Signal // closed when Stop is called
 	runCtx   context.Context
@@ -129,12 +129,11 @@ func (r *Relay) Publication() string { return r.cfg.Publication }
 // ctx bounds the whole run: when it is done the relay stops as if Stop had
 // been called.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return ErrAlreadyStarted
-	}
-	r.started = true
+	return r.run.Start(ErrAlreadyStarted, func() error { return r.start(ctx) })
+}
+
+// start is Start's work, done once.
+func (r *Relay) start(ctx context.Context) error {
 	r.runCtx, r.runStop = context.WithCancel(context.WithoutCancel(ctx))
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 	if err := r.table.Start(r.runCtx); err != nil {
@@ -167,11 +166,7 @@ func (r *Relay) Start(ctx context.Context) error {
 // first. Calling it again, or on a relay that never started, is safe. It
 // returns the fatal error that stopped the relay, if any (see [Relay.Err]).
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	r.stopping.Close()
-	if !started {
+	if !r.run.Stop(r.stopping) {
 		return nil
 	}
 	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {

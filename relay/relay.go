@@ -34,8 +34,7 @@ type Relay struct {
 	// notMigrated holds while claims fail for missing tables.
 	notMigrated condlog.Condition
 
-	mu       sync.Mutex
-	started  bool
+	run      lifecycle.Run     // Start runs once
 	stopping *lifecycle.Signal // closed when Stop is called: claim no more
 	sendCtx  context.Context
 	sendStop context.CancelFunc // cancels in-flight publishes after ShutdownTimeout
@@ -72,12 +71,11 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // then polls. ctx bounds the whole run: when it is done the relay stops as
 // if Stop had been called.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return ErrAlreadyStarted
-	}
-	r.started = true
+	return r.run.Start(ErrAlreadyStarted, func() error { return r.start(ctx) })
+}
+
+// start is Start's work, done once.
+func (r *Relay) start(ctx context.Context) error {
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 
 	// The listening connection lives until the workers have stopped, not
@@ -153,11 +151,7 @@ func (r *Relay) resign() {
 // connection is closed, or with ctx's error if ctx ends first. Calling it again, or on a relay that never
 // started, is safe.
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	r.stopping.Close()
-	if !started {
+	if !r.run.Stop(r.stopping) {
 		return nil
 	}
 	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {

@@ -10,6 +10,36 @@ import (
 	"time"
 )
 
+// Run records whether a component was started, for its Start and Stop:
+// the start function runs once, and a Stop that comes while it runs waits
+// for it. The zero value is ready to use.
+type Run struct {
+	mu      sync.Mutex
+	started bool
+}
+
+// Start runs start the first time it is called, and returns its error;
+// later calls return already.
+func (r *Run) Start(already error, start func() error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return already
+	}
+	r.started = true
+	return start()
+}
+
+// Stop closes stopping and reports whether the component was started,
+// after a Start that is running has returned.
+func (r *Run) Stop(stopping *Signal) (started bool) {
+	r.mu.Lock()
+	started = r.started
+	r.mu.Unlock()
+	stopping.Close()
+	return started
+}
+
 // Signal is a stop signal: a channel closed once, by the first Close or
 // CloseWith. Create it with [NewSignal]; it is safe for concurrent use.
 type Signal struct {

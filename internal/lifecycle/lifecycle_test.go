@@ -166,3 +166,46 @@ func TestSignal_OnCloseRunsOnceAfterTheClose(t *testing.T) {
 		t.Fatal("onClose ran before the signal was closed")
 	}
 }
+
+// Run starts once; its Stop closes the signal, reports whether the
+// component started, and waits for a Start that is running.
+func TestRun_StartsOnceAndStopWaitsForARunningStart(t *testing.T) {
+	t.Parallel()
+	errAgain := errors.New("already started")
+
+	var never lifecycle.Run
+	s := lifecycle.NewSignal(nil)
+	if never.Stop(s) || !s.Closed() {
+		t.Fatal("Stop of a run never started: want false and a closed signal")
+	}
+
+	var r lifecycle.Run
+	inStart, release := make(chan struct{}), make(chan struct{})
+	var starts atomic.Int32
+	go func() {
+		_ = r.Start(errAgain, func() error {
+			starts.Add(1)
+			close(inStart)
+			<-release
+			return nil
+		})
+	}()
+	<-inStart
+	stopped := make(chan bool)
+	go func() { stopped <- r.Stop(lifecycle.NewSignal(nil)) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while Start was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if !<-stopped {
+		t.Fatal("Stop after Start reported not started")
+	}
+	if err := r.Start(errAgain, func() error { starts.Add(1); return nil }); !errors.Is(err, errAgain) {
+		t.Fatalf("second Start = %v, want %v", err, errAgain)
+	}
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("start ran %d times, want once", n)
+	}
+}
