@@ -169,6 +169,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 			"{{permanent}}", sink.ErrPermanent.Error(),
 		).Replace(sql)
 	}
+	var cleanupFinal string
 	err = sqltext.Load(queryFiles, "queries", render, map[*string]string{
 		&o.q.statsCounts:             "stats_counts.sql",
 		&o.q.statsSentEstimate:       "stats_sent_estimate.sql",
@@ -193,8 +194,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		&o.q.dlqSeq:                  "dlq_seq.sql",
 		&o.q.dlqMaxSeq:               "dlq_max_seq.sql",
 		&o.q.dlqBatchBounds:          "dlq_batch_bounds.sql",
-		&o.q.cleanupSent:             "cleanup_sent.sql",
-		&o.q.cleanupDiscarded:        "cleanup_discarded.sql",
+		&cleanupFinal:                "cleanup_final.sql",
 		&o.q.cleanupQueued:           "cleanup_queued.sql",
 		&o.q.cleanupCutoff:           "cleanup_cutoff.sql",
 		&o.q.cursorGet:               "republish_cursor_get.sql",
@@ -210,6 +210,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
+	o.q.cleanupSent = cleanupFinalFor(cleanupFinal, outbox.StatusSent, ", false", "published_at")
+	o.q.cleanupDiscarded = cleanupFinalFor(cleanupFinal, outbox.StatusDiscarded, "", "discarded_at")
 	return o, nil
 }
 
