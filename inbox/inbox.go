@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
 	"github.com/outbox-dev/outbox/internal/sqltext"
 )
 
@@ -29,11 +29,6 @@ const (
 	// DefaultReplayedRetention is the default of Config.ReplayedRetention.
 	DefaultReplayedRetention = 90 * 24 * time.Hour
 )
-
-// schemaRe is the identifier rule for Config.Schema: lower-case, so that the
-// quoted and unquoted spellings name the same schema, and at most 63 bytes,
-// PostgreSQL's identifier limit.
-var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Config configures an [Inbox].
 type Config struct {
@@ -82,11 +77,8 @@ func (c Config) withDefaults() Config {
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	switch {
-	case !schemaRe.MatchString(c.Schema):
-		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
-	case strings.HasPrefix(c.Schema, "pg_"):
-		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
+	if err := sqlname.Schema("Schema", c.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
 }

@@ -4,9 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
 	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -29,11 +28,6 @@ var ErrInvalidConfig = errors.New("pgstore: invalid config")
 // ErrNotFound is returned (wrapped) by [Store.Get] when no message has the
 // id. Test for it with errors.Is.
 var ErrNotFound = errors.New("pgstore: message not found")
-
-// schemaRe is the identifier rule for Config.Schema: lower-case so that the
-// quoted and unquoted spellings name the same schema, and at most 63 bytes,
-// PostgreSQL's identifier limit.
-var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Config configures a [Store].
 type Config struct {
@@ -116,11 +110,8 @@ func (c Config) withDefaults() Config {
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	if !schemaRe.MatchString(c.Schema) {
-		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
-	}
-	if strings.HasPrefix(c.Schema, "pg_") {
-		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
+	if err := sqlname.Schema("Schema", c.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Partitioning.validate(); err != nil {
 		return err
@@ -250,19 +241,10 @@ func (s *Store) render(sql string) string {
 	).Replace(sql)
 }
 
-// channelName is the NOTIFY channel for schema: "outbox_" + schema. Channel
-// names are identifiers and so at most 63 bytes; a longer name keeps its
-// first 46 bytes and ends in a hash of the whole, so that it stays distinct.
-func channelName(schema string) string {
-	const maxIdent = 63
-	name := "outbox_" + schema
-	if len(name) <= maxIdent {
-		return name
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
-}
+// channelName is the NOTIFY channel for schema: "outbox_" + schema, cut to
+// PostgreSQL's identifier limit with a hash that keeps it distinct
+// (sqlname.Fit).
+func channelName(schema string) string { return sqlname.Fit("outbox_" + schema) }
 
 // quoteLiteral quotes s as a SQL string literal.
 func quoteLiteral(s string) string {

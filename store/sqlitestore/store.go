@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
 	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -32,10 +33,6 @@ var ErrInvalidConfig = errors.New("sqlitestore: invalid config")
 // ErrNotFound is returned (wrapped) by [Store.Get] when no message has the
 // id. Test for it with errors.Is.
 var ErrNotFound = errors.New("sqlitestore: message not found")
-
-// prefixRe is the rule for Config.TablePrefix. Lower-case letters, digits
-// and underscores only, so that it can stand inside a quoted identifier.
-var prefixRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
 // Config configures a [Store].
 type Config struct {
@@ -66,16 +63,7 @@ func (c Config) withDefaults() Config {
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	if !prefixRe.MatchString(c.TablePrefix) {
-		return fmt.Errorf("%w: TablePrefix %q must match %s", ErrInvalidConfig, c.TablePrefix, prefixRe)
-	}
-	if strings.HasPrefix(c.TablePrefix, "sqlite_") {
-		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig, sqlname.Prefix("TablePrefix", c.TablePrefix, false), c.Limits.Validate())
 }
 
 // Store is the SQLite outbox store. It is safe for concurrent use.
