@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
 	"github.com/outbox-dev/outbox/internal/sqlname"
@@ -67,53 +68,38 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
-		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
+	conf.Default(&c.Schema, DefaultSchema)
+	retentionDefaults(&c.Retention, &c.ReplayedRetention, &c.CleanupBatchSize, &c.Logger)
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	if err := sqlname.Schema("Schema", c.Schema); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
+	return conf.First(ErrInvalidConfig, sqlname.Schema("Schema", c.Schema),
+		checkRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize))
 }
 
 // retentionDefaults fills in the defaults of the fields every inbox's
 // config has: Retention, ReplayedRetention, CleanupBatchSize and Logger.
-func retentionDefaults(retention, replayed time.Duration, batch int, log *slog.Logger) (
-	time.Duration, time.Duration, int, *slog.Logger) {
-	if retention == 0 {
-		retention = DefaultRetention
-	}
-	if replayed == 0 {
-		replayed = DefaultReplayedRetention
-	}
-	if batch == 0 {
-		batch = DefaultCleanupBatchSize
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return retention, replayed, batch, log
+func retentionDefaults(retention, replayed *time.Duration, batch *int, log **slog.Logger) {
+	conf.Default(retention, DefaultRetention)
+	conf.Default(replayed, DefaultReplayedRetention)
+	conf.Default(batch, DefaultCleanupBatchSize)
+	conf.Default(log, slog.Default())
 }
 
-// validateRetention checks the fields every inbox's config has, after
+// checkRetention checks the fields every inbox's config has, after
 // defaults, and names the first bad one.
-func validateRetention(retention, replayed, parked time.Duration, batch int) error {
+func checkRetention(retention, replayed, parked time.Duration, batch int) error {
 	switch {
 	case retention < time.Second:
-		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, retention)
+		return conf.Bad("Retention", "%v must be at least 1s", retention)
 	case replayed < time.Second:
-		return fmt.Errorf("%w: ReplayedRetention %v must be at least 1s", ErrInvalidConfig, replayed)
+		return conf.Bad("ReplayedRetention", "%v must be at least 1s", replayed)
 	case parked != 0 && parked < time.Second:
-		return fmt.Errorf("%w: ParkedRetention %v must be 0 (keep until replayed) or at least 1s", ErrInvalidConfig, parked)
+		return conf.Bad("ParkedRetention", "%v must be 0 (keep until replayed) or at least 1s", parked)
 	case batch < 1:
-		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, batch)
+		return conf.Bad("CleanupBatchSize", "%d must be at least 1", batch)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/sqlname"
 )
@@ -59,17 +60,14 @@ type SQLiteConfig struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c SQLiteConfig) withDefaults() SQLiteConfig {
-	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
-		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
+	retentionDefaults(&c.Retention, &c.ReplayedRetention, &c.CleanupBatchSize, &c.Logger)
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c SQLiteConfig) validate() error {
-	if err := sqlname.Prefix("TablePrefix", c.TablePrefix, true); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
+	return conf.First(ErrInvalidConfig, sqlname.Prefix("TablePrefix", c.TablePrefix, true),
+		checkRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize))
 }
 
 // SQLiteInbox is the inbox in a SQLite database: the same guarantees as

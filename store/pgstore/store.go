@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/sqlname"
 	"github.com/outbox-dev/outbox/internal/sqltext"
@@ -98,13 +99,9 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
+	conf.Default(&c.Schema, DefaultSchema)
 	c.Limits = c.Limits.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 

@@ -51,13 +51,9 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.TablePrefix == "" {
-		c.TablePrefix = DefaultTablePrefix
-	}
+	conf.Default(&c.TablePrefix, DefaultTablePrefix)
 	c.Limits = c.Limits.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
