@@ -185,7 +185,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: cfg, channel: channelName(cfg.Schema)}
-	var cols string // what cursor_read.sql has in place of {{cursor_columns}}
+	// Fragments: what cursor_read.sql has in place of {{cursor_columns}},
+	// and that and claim_floor.sql in place of {{earlier_unsent}}.
+	var cols, earlier string
 	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
 		&s.q.enqueue:        "enqueue.sql",
 		&s.q.claim:          "claim.sql",
@@ -216,10 +218,13 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		&s.q.migrateLock:    "migrate_lock.sql",
 		&s.q.checkMigrated:  "check_migrated.sql",
 		&cols:               "cursor_columns.sql",
+		&earlier:            "earlier_unsent.sql",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	cols = strings.ReplaceAll(cols, "{{earlier_unsent}}", earlier)
+	s.q.claimFloor = strings.ReplaceAll(s.q.claimFloor, "{{earlier_unsent}}", earlier)
 	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", cols)
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
