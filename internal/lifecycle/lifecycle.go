@@ -1,7 +1,8 @@
-// Package lifecycle holds the stop plumbing that the long-running parts
-// share (relay.Relay, cdc.Relay, the consumer's partition workers): a stop
-// signal that is closed once and that waits and sleeps watch, and the
-// bounded wait of a Stop for the work in flight.
+// Package lifecycle holds the plumbing that the long-running parts share
+// (relay.Relay, cdc.Relay, the consumer's runner and partition workers,
+// pgstore's lease keeper): the start-once state, a stop signal that is
+// closed once and that waits and sleeps watch, the bounded wait of a Stop
+// for the work in flight, and work repeated at an interval.
 package lifecycle
 
 import (
@@ -130,5 +131,22 @@ func Drain(ctx context.Context, done <-chan struct{}, grace time.Duration, expir
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Every calls tick every d, the first time d after it is called, until
+// ctx ends or tick returns false.
+func Every(ctx context.Context, d time.Duration, tick func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !tick() {
+			return
+		}
 	}
 }

@@ -209,3 +209,36 @@ func TestRun_StartsOnceAndStopWaitsForARunningStart(t *testing.T) {
 		t.Fatalf("start ran %d times, want once", n)
 	}
 }
+
+// Every ticks at its interval, not at once, and stops when tick says so or
+// when ctx ends.
+func TestEvery_TicksUntilToldOrTheContextEnds(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	var ticks int
+	var first time.Duration
+	lifecycle.Every(t.Context(), 10*time.Millisecond, func() bool {
+		ticks++
+		if ticks == 1 {
+			first = time.Since(start)
+		}
+		return ticks < 3
+	})
+	if ticks != 3 {
+		t.Fatalf("ticked %d times, want 3 (until tick returned false)", ticks)
+	}
+	if first < 10*time.Millisecond {
+		t.Fatalf("first tick after %v, want one interval", first)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lifecycle.Every(ctx, time.Millisecond, func() bool { return true })
+	}()
+	cancel()
+	if !closedWithin(done, 10*time.Second) {
+		t.Fatal("Every did not return when its context ended")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 )
 
 // KeepLease implements [store.LeaseKeeper]: while the store leads the
@@ -22,16 +24,10 @@ import (
 // out, and the old leader, when it resumes, finds its lease ended before
 // it writes anything.
 func (s *Store) KeepLease(ctx context.Context) {
-	t := time.NewTicker(s.leaderLease() / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	lifecycle.Every(ctx, s.leaderLease()/3, func() bool {
 		s.renewLead(ctx)
-	}
+		return true
+	})
 }
 
 // renewLead renews the lead's lease once (queries/cursor_renew.sql), if
