@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/sqlname"
+	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -51,12 +52,12 @@ const (
 	DefaultLeaderLease           = 5 * time.Second
 	DefaultTablePathInterval     = time.Second
 	DefaultLagLogInterval        = time.Minute
-	DefaultLease                 = 30 * time.Second
+	DefaultLease                 = relay.DefaultLease
 	DefaultMaxAttempts           = failure.DefaultMaxAttempts
 	DefaultRetryBase             = failure.DefaultRetryBase
 	DefaultRetryMax              = failure.DefaultRetryMax
 	DefaultUnavailableBackoffMax = failure.DefaultPauseMax
-	DefaultShutdownTimeout       = 10 * time.Second
+	DefaultShutdownTimeout       = relay.DefaultShutdownTimeout
 	// DefaultMaxInFlightBytes bounds the bytes of the messages the relay
 	// holds (see Config.MaxInFlightBytes).
 	DefaultMaxInFlightBytes = 64 << 20
