@@ -2,7 +2,6 @@ package cdc
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/internal/conf"
+	"github.com/outbox-dev/outbox/internal/sqlname"
+	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -51,12 +52,12 @@ const (
 	DefaultLeaderLease           = 5 * time.Second
 	DefaultTablePathInterval     = time.Second
 	DefaultLagLogInterval        = time.Minute
-	DefaultLease                 = 30 * time.Second
+	DefaultLease                 = relay.DefaultLease
 	DefaultMaxAttempts           = failure.DefaultMaxAttempts
 	DefaultRetryBase             = failure.DefaultRetryBase
 	DefaultRetryMax              = failure.DefaultRetryMax
 	DefaultUnavailableBackoffMax = failure.DefaultPauseMax
-	DefaultShutdownTimeout       = 10 * time.Second
+	DefaultShutdownTimeout       = relay.DefaultShutdownTimeout
 	// DefaultMaxInFlightBytes bounds the bytes of the messages the relay
 	// holds (see Config.MaxInFlightBytes).
 	DefaultMaxInFlightBytes = 64 << 20
@@ -66,16 +67,10 @@ const (
 	DefaultInFlightBatches = 4
 )
 
-// maxIdent is PostgreSQL's identifier length limit in bytes.
-const maxIdent = 63
-
 // nameRe is the rule for slot and publication names: PostgreSQL allows
 // only lower-case letters, digits and underscores in slot names, and the
 // same rule keeps publication names unambiguous.
 var nameRe = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
-
-// schemaRe is pgstore's rule for schema names.
-var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Config configures a [Relay]. Zero fields take the documented defaults;
 // only Pool and Sink are required.
@@ -234,15 +229,7 @@ func (c Config) WithDefaults() Config {
 // DefaultSlot is the default slot (and publication) name for an outbox in
 // schema: "outbox_" + schema, or, when that is longer than 63 bytes, its
 // first 46 bytes and a hash of the whole.
-func DefaultSlot(schema string) string {
-	name := "outbox_" + strings.ToLower(schema)
-	if len(name) <= maxIdent {
-		return name
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
-}
+func DefaultSlot(schema string) string { return sqlname.Fit("outbox_" + strings.ToLower(schema)) }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
@@ -250,8 +237,7 @@ func (c Config) validate() error {
 		conf.Required("Pool", c.Pool != nil),
 		conf.Required("Sink", c.Sink != nil),
 		conf.Rule("ConnString", c.ConnString != "", "is required when Pool has none"),
-		conf.Rule("Schema", schemaRe.MatchString(c.Schema) && !strings.HasPrefix(c.Schema, "pg_"),
-			"%q must match %s and not start with pg_", c.Schema, schemaRe),
+		sqlname.Schema("Schema", c.Schema),
 		conf.Rule("Slot", nameRe.MatchString(c.Slot), "%q must match %s", c.Slot, nameRe),
 		conf.Rule("Publication", nameRe.MatchString(c.Publication), "%q must match %s", c.Publication, nameRe),
 		conf.Rule("Cleanup", c.Cleanup == CleanupMarkSent || c.Cleanup == CleanupDelete,

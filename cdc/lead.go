@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 )
 
 // errLostLead ends a session whose relay lost the lead of its slot: its
@@ -108,7 +110,7 @@ func (r *Relay) waitLead(conn *pgconn.PgConn) (*leadership, error) {
 			// The terminated backend frees the lock within moments.
 			wait = min(poll, seizedPoll)
 		}
-		if !r.sleep(wait) {
+		if !r.stopping.Sleep(wait) {
 			return nil, nil
 		}
 	}
@@ -223,39 +225,38 @@ func (r *Relay) terminate(ctx context.Context, holder backend) (int64, error) {
 // checks that the outbox is still in CDC mode (watchMode).
 func (r *Relay) keepLead(l *leadership) {
 	defer close(l.kept)
-	t := time.NewTicker(l.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !l.valid(time.Now()) {
-			r.loseLead(l, errLapsed)
-			return
-		}
-		ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
-		sent := time.Now()
-		tag, err := r.cfg.Pool.Exec(ctx, r.q.leaseRenew, r.cfg.Slot, l.token, l.lease.Milliseconds())
-		cancel()
-		switch {
-		case l.ctx.Err() != nil:
-			return
-		case err != nil:
-			r.log.Warn("could not renew the slot's lease; still active until it ends", slog.Any("error", err))
-		case tag.RowsAffected() == 0:
-			r.loseLead(l, errors.New("another relay took over the slot's lease"))
-			return
-		default:
-			l.mu.Lock()
-			l.until = sent.Add(l.lease)
-			l.mu.Unlock()
-			ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
-			r.watchMode(ctx)
-			cancel()
-		}
+	lifecycle.Every(l.ctx, l.lease/3, func() bool { return r.renewLead(l) })
+}
+
+// renewLead renews l once, and then checks that the outbox is still in
+// CDC mode (watchMode); it reports false when the lead is lost or the
+// session ends.
+func (r *Relay) renewLead(l *leadership) bool {
+	if !l.valid(time.Now()) {
+		r.loseLead(l, errLapsed)
+		return false
 	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
+	sent := time.Now()
+	tag, err := r.cfg.Pool.Exec(ctx, r.q.leaseRenew, r.cfg.Slot, l.token, l.lease.Milliseconds())
+	cancel()
+	switch {
+	case l.ctx.Err() != nil:
+		return false
+	case err != nil:
+		r.log.Warn("could not renew the slot's lease; still active until it ends", slog.Any("error", err))
+	case tag.RowsAffected() == 0:
+		r.loseLead(l, errors.New("another relay took over the slot's lease"))
+		return false
+	default:
+		l.mu.Lock()
+		l.until = sent.Add(l.lease)
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
+		r.watchMode(ctx)
+		cancel()
+	}
+	return true
 }
 
 // loseLead records that l is lost, once: the session's publishers stop
@@ -327,7 +328,7 @@ func (r *Relay) waitSlotFree(ctx context.Context) error {
 		if err != nil || !s.active || time.Now().After(deadline) {
 			return err
 		}
-		if !r.sleep(20 * time.Millisecond) {
+		if !r.stopping.Sleep(20 * time.Millisecond) {
 			return nil
 		}
 	}

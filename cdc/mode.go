@@ -90,5 +90,5 @@ func (r *Relay) stopWith(err error) {
 		r.cause = err
 	}
 	r.mu.Unlock()
-	r.beginStop()
+	r.stopping.Close()
 }

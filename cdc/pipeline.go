@@ -153,36 +153,30 @@ func (p *pipeline) dispatch(ctx context.Context) error {
 	defer lagTick.Stop()
 	batchSize := min(r.cfg.BatchSize, r.cfg.MaxInFlight)
 	for {
+		// Without room for a batch, wait for room, not for messages or the
+		// heartbeat's turn (a nil channel is not waited for).
+		events, beat, room := p.events, heartbeat.C, (<-chan struct{})(nil)
 		if !p.roomForBatch(batchSize) {
-			select {
-			case <-p.room:
-			case <-lagTick.C:
-				r.logLag()
-			case <-ctx.Done():
-				return nil
-			case <-r.stopping:
-				return nil
-			case <-p.ctx.Done():
-				return nil
-			}
-			continue
+			events, beat, room = nil, nil, p.room
 		}
 		var first event
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.stopping:
+		case <-r.stopping.C():
 			return nil
 		case <-p.ctx.Done():
 			return nil
 		case <-lagTick.C:
 			r.logLag()
 			continue
-		case <-heartbeat.C:
+		case <-room:
+			continue
+		case <-beat:
 			r.heartbeat()
 			heartbeat.Reset(r.cfg.HeartbeatInterval)
 			continue
-		case first = <-p.events:
+		case first = <-events:
 		}
 		if r.behindNano.Load() == 0 {
 			r.behindNano.Store(time.Now().UnixNano())

@@ -78,7 +78,7 @@ func (r *Relay) check(items []event) (map[int64]verdict, error) {
 		}
 		r.log.Debug("transaction committed in the WAL but not yet visible; reading again",
 			slog.Int("messages", len(again)), slog.Duration("wait", wait))
-		if !r.sleep(wait) {
+		if !r.stopping.Sleep(wait) {
 			return nil, errStopped
 		}
 		wait = min(2*wait, time.Second)
@@ -188,7 +188,7 @@ func (r *Relay) publish(ctx context.Context, run *batchRun) error {
 				case <-run.prevs[waiting[0]].done:
 				case <-ctx.Done():
 					return errStopped
-				case <-r.stopping:
+				case <-r.stopping.C():
 					if r.sendCtx.Err() != nil {
 						return errStopped
 					}
@@ -228,7 +228,7 @@ func (r *Relay) publish(ctx context.Context, run *batchRun) error {
 // ends the relay's pause.
 func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int) error {
 	for len(todo) > 0 {
-		if r.isStopping() && r.sendCtx.Err() != nil {
+		if r.stopping.Closed() && r.sendCtx.Err() != nil {
 			return errStopped
 		}
 		errs := r.publishRecs(run, todo)
@@ -240,7 +240,7 @@ func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int) erro
 			r.policy.Pause.Reset()
 			return nil
 		}
-		if r.isStopping() || !r.awaitBroker(ctx, lastErr, len(again)) {
+		if r.stopping.Closed() || !r.awaitBroker(ctx, lastErr, len(again)) {
 			return errStopped
 		}
 		todo = again
@@ -300,7 +300,7 @@ func (r *Relay) awaitBroker(ctx context.Context, lastErr error, n int) bool {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-		case <-r.stopping:
+		case <-r.stopping.C():
 			t.Stop()
 			return false
 		case <-ctx.Done():

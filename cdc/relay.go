@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox/internal/condlog"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -46,11 +47,10 @@ type Relay struct {
 	// and not yet recorded (for tests: pipelining happened).
 	batchesInFlight atomic.Int64
 
-	mu       sync.Mutex
-	started  bool
-	conn     net.Conn // the replication connection's socket, for abort
-	stopOnce sync.Once
-	stopping chan struct{} // closed when Stop is called
+	run      lifecycle.Run     // Start runs once
+	mu       sync.Mutex        // guards conn
+	conn     net.Conn          // the replication connection's socket, for abort
+	stopping *lifecycle.Signal // closed when Stop is called
 	runCtx   context.Context
 	runStop  context.CancelFunc // cancels waits and setup on stop
 	sendCtx  context.Context
@@ -82,9 +82,13 @@ func New(cfg Config) (*Relay, error) {
 		q:           q,
 		store:       st,
 		outboxTable: pgx.Identifier{cfg.Schema, "outbox_messages"}.Sanitize(),
-		stopping:    make(chan struct{}),
 		done:        make(chan struct{}),
 	}
+	r.stopping = lifecycle.NewSignal(func() {
+		if r.runStop != nil {
+			r.runStop() // set by Start
+		}
+	})
 	r.recreate.Store(cfg.RecreateSlot)
 	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax,
 		Pause: failure.NewPause(cfg.UnavailableBackoffMax)}
@@ -126,24 +130,17 @@ func (r *Relay) Publication() string { return r.cfg.Publication }
 // ctx bounds the whole run: when it is done the relay stops as if Stop had
 // been called.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return ErrAlreadyStarted
-	}
-	r.started = true
+	return r.run.Start(ErrAlreadyStarted, func() error { return r.start(ctx) })
+}
+
+// start is Start's work, done once.
+func (r *Relay) start(ctx context.Context) error {
 	r.runCtx, r.runStop = context.WithCancel(context.WithoutCancel(ctx))
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 	if err := r.table.Start(r.runCtx); err != nil {
 		return fmt.Errorf("cdc: start the table path: %w", err)
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			r.beginStop()
-		case <-r.stopping:
-		}
-	}()
+	r.stopping.CloseOn(ctx)
 	go func() {
 		err := r.loop()
 		stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
@@ -162,36 +159,6 @@ func (r *Relay) Start(ctx context.Context) error {
 	return nil
 }
 
-func (r *Relay) beginStop() {
-	r.stopOnce.Do(func() {
-		close(r.stopping)
-		if r.runStop != nil {
-			r.runStop()
-		}
-	})
-}
-
-func (r *Relay) isStopping() bool {
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// sleep waits d or until stop; it reports false on stop.
-func (r *Relay) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.stopping:
-		return false
-	}
-}
-
 // Stop stops reading the stream, waits up to Config.ShutdownTimeout for the
 // acks of the batches in flight (recording them and confirming their
 // position),
@@ -200,34 +167,16 @@ func (r *Relay) sleep(d time.Duration) bool {
 // first. Calling it again, or on a relay that never started, is safe. It
 // returns the fatal error that stopped the relay, if any (see [Relay.Err]).
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	r.beginStop()
-	if !started {
+	if !r.run.Stop(r.stopping) {
 		return nil
 	}
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-		return r.stopped()
-	case <-timer.C:
+	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {
 		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes; the next active relay sends them again")
 		r.sendStop()
-	case <-ctx.Done():
-		r.sendStop()
-		return ctx.Err()
+	}, r.sendStop)
+	if err != nil {
+		return err
 	}
-	select {
-	case <-r.done:
-		return r.stopped()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (r *Relay) stopped() error {
 	r.log.Info("cdc relay stopped")
 	return r.err
 }
@@ -277,7 +226,7 @@ func (r *Relay) abort() {
 	if r.sendStop != nil {
 		r.sendStop()
 	}
-	r.beginStop()
+	r.stopping.Close()
 }
 
 // fatalError marks an error that ends the relay instead of a reconnect.
@@ -290,9 +239,9 @@ func fatal(err error) error { return &fatalError{err} }
 
 // loop runs sessions until stop or a fatal error, which it returns.
 func (r *Relay) loop() error {
-	for !r.isStopping() {
+	for !r.stopping.Closed() {
 		err := r.session()
-		if err == nil || r.isStopping() {
+		if err == nil || r.stopping.Closed() {
 			continue
 		}
 		if _, ok := errors.AsType[*fatalError](err); ok {
@@ -307,7 +256,7 @@ func (r *Relay) loop() error {
 			// Logged when first seen and then every 30 s, not at every retry.
 			r.log.Error("outbox tables missing; the relay retries until they exist", slog.Any("error", err))
 		}
-		r.sleep(r.cfg.StandbyInterval)
+		r.stopping.Sleep(r.cfg.StandbyInterval)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outbox-dev/outbox/internal/conf"
+	"github.com/outbox-dev/outbox/internal/sqlname"
 )
 
 // removePoll is how often Remove tries the drop again while a walsender
@@ -48,13 +51,13 @@ func Remove(ctx context.Context, pool *pgxpool.Pool, schema, slot, publication s
 	if publication == "" {
 		publication = slot
 	}
-	switch {
-	case !schemaRe.MatchString(schema):
-		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, schema, schemaRe)
-	case !nameRe.MatchString(slot):
-		return fmt.Errorf("%w: Slot %q must match %s", ErrInvalidConfig, slot, nameRe)
-	case !nameRe.MatchString(publication):
-		return fmt.Errorf("%w: Publication %q must match %s", ErrInvalidConfig, publication, nameRe)
+	err := conf.First(ErrInvalidConfig,
+		sqlname.Schema("Schema", schema),
+		conf.Rule("Slot", nameRe.MatchString(slot), "%q must match %s", slot, nameRe),
+		conf.Rule("Publication", nameRe.MatchString(publication), "%q must match %s", publication, nameRe),
+	)
+	if err != nil {
+		return err
 	}
 	return remove(ctx, pool, schema, slot, publication, "outbox_cdc_slots", "outbox_cdc_leases")
 }

@@ -166,18 +166,29 @@ func (r *Relay) setupLockKey() int64 {
 	return int64(h.Sum64())
 }
 
+// beginSetup begins a transaction that holds the setup's advisory lock
+// (setupLockKey) until it ends.
+func (r *Relay) beginSetup(ctx context.Context) (pgx.Tx, error) {
+	tx, err := r.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cdc: setup: begin: %w", err)
+	}
+	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("cdc: setup: lock: %w", err)
+	}
+	return tx, nil
+}
+
 // setupTables checks the server's settings and creates the relay's tables,
 // under a transaction-scoped advisory lock. Every relay runs it, the
 // standbys too, since the table path needs the tables.
 func (r *Relay) setupTables(ctx context.Context) error {
-	tx, err := r.cfg.Pool.Begin(ctx)
+	tx, err := r.beginSetup(ctx)
 	if err != nil {
-		return fmt.Errorf("cdc: setup: begin: %w", err)
+		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
-	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
-		return fmt.Errorf("cdc: setup: lock: %w", err)
-	}
 	var walLevel, keepSize string
 	var tableExists bool
 	if err := tx.QueryRow(ctx, r.q.settings, r.outboxTable).Scan(&walLevel, &keepSize, &tableExists); err != nil {
@@ -220,14 +231,11 @@ func (r *Relay) setupTables(ctx context.Context) error {
 // outbox_messages whichever partition holds them. An existing publication
 // on a partitioned table without that option is altered; see viaRoot.
 func (r *Relay) setupPublication(ctx context.Context) error {
-	tx, err := r.cfg.Pool.Begin(ctx)
+	tx, err := r.beginSetup(ctx)
 	if err != nil {
-		return fmt.Errorf("cdc: setup: begin: %w", err)
+		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
-	if _, err := tx.Exec(ctx, r.q.setupLock, r.setupLockKey()); err != nil {
-		return fmt.Errorf("cdc: setup: lock: %w", err)
-	}
 	var insert, more, viaRoot, partitioned, hasTable bool
 	err = tx.QueryRow(ctx, r.q.publicationGet, r.cfg.Publication, r.cfg.Schema, r.outboxTable).
 		Scan(&insert, &more, &viaRoot, &partitioned, &hasTable)

@@ -97,7 +97,7 @@ func (rd *reader) run() error {
 	rd.types = pgtype.NewMap()
 	rd.nextStatus = time.Now()
 	for {
-		if r.isStopping() {
+		if r.stopping.Closed() {
 			return errStopped
 		}
 		select {
@@ -115,7 +115,7 @@ func (rd *reader) run() error {
 		msg, err := rd.conn.ReceiveMessage(ctx)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) || r.isStopping() {
+			if pgconn.Timeout(err) || r.stopping.Closed() {
 				continue
 			}
 			return fmt.Errorf("cdc: receive: %w", err)
@@ -177,25 +177,8 @@ func (rd *reader) waitProcessor() error {
 // emit hands ev to the processor, sending status updates while it waits.
 func (rd *reader) emit(ev event) error {
 	for {
-		t := time.NewTimer(time.Until(rd.nextStatus))
-		select {
-		case rd.events <- ev:
-			t.Stop()
-			return nil
-		case err := <-rd.procDone:
-			t.Stop()
-			rd.procExited, rd.procErr = true, err
-			if err == nil {
-				err = errStopped
-			}
+		if handed, err := rd.await(rd.events, ev, nil); handed || err != nil {
 			return err
-		case <-rd.r.stopping:
-			t.Stop()
-			return errStopped
-		case <-t.C:
-			if err := rd.sendStatus(); err != nil {
-				return err
-			}
 		}
 	}
 }
@@ -213,27 +196,37 @@ func (rd *reader) emitRecord(ev event) error {
 			rd.r.log.Debug("stream paused: the messages held reach MaxInFlightBytes; reading on when batches complete",
 				slog.Int64("held_bytes", rd.budget.inUse()), slog.Int64("next_bytes", ev.bytes))
 		}
-		t := time.NewTimer(time.Until(rd.nextStatus))
-		select {
-		case <-rd.budget.freed:
-			t.Stop()
-		case err := <-rd.procDone:
-			t.Stop()
-			rd.procExited, rd.procErr = true, err
-			if err == nil {
-				err = errStopped
-			}
+		if _, err := rd.await(nil, ev, rd.budget.freed); err != nil {
 			return err
-		case <-rd.r.stopping:
-			t.Stop()
-			return errStopped
-		case <-t.C:
-			if err := rd.sendStatus(); err != nil {
-				return err
-			}
 		}
 	}
 	return rd.emit(ev)
+}
+
+// await waits until ev is handed on events or a token arrives on freed
+// (a nil channel is not waited for), and reports true then; or until the
+// next status update is due, which it sends, and reports false. It fails
+// when the processor returned, the relay stops or the update cannot be
+// sent.
+func (rd *reader) await(events chan<- event, ev event, freed <-chan struct{}) (bool, error) {
+	t := time.NewTimer(time.Until(rd.nextStatus))
+	defer t.Stop()
+	select {
+	case events <- ev:
+		return true, nil
+	case <-freed:
+		return true, nil
+	case err := <-rd.procDone:
+		rd.procExited, rd.procErr = true, err
+		if err == nil {
+			err = errStopped
+		}
+		return false, err
+	case <-rd.r.stopping.C():
+		return false, errStopped
+	case <-t.C:
+		return false, rd.sendStatus()
+	}
 }
 
 // emitPosition hands an idle position to the processor if it is new.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 
@@ -191,53 +192,53 @@ func (r *Runner) Lag() map[string]map[int32]int64 {
 // LagRefresh until ctx ends, for the partitions whose fetching is paused
 // (or idle), so that their lag does not go stale.
 func (r *Runner) refreshLag(ctx context.Context, cl *kgo.Client) {
-	t := time.NewTicker(r.cfg.LagRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	lifecycle.Every(ctx, r.cfg.LagRefresh, func() bool {
+		r.refreshLagOnce(ctx, cl)
+		return true
+	})
+}
+
+// refreshLagOnce asks for the high watermarks of the partitions that have
+// workers now, and gives each worker its own.
+func (r *Runner) refreshLagOnce(ctx context.Context, cl *kgo.Client) {
+	r.mu.Lock()
+	ws := make(map[partitionKey]*worker, len(r.workers))
+	maps.Copy(ws, r.workers)
+	r.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 0 // the high watermark, as fetches report it
+	byTopic := map[string]int{}
+	for key := range ws {
+		i, ok := byTopic[key.topic]
+		if !ok {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = key.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[key.topic] = i
 		}
-		r.mu.Lock()
-		ws := make(map[partitionKey]*worker, len(r.workers))
-		maps.Copy(ws, r.workers)
-		r.mu.Unlock()
-		if len(ws) == 0 {
-			continue
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = key.partition
+		rp.Timestamp = -1 // latest
+		rp.CurrentLeaderEpoch = -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.LagRefresh)
+	resp, err := req.RequestWith(rctx, cl)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Debug("lag refresh failed", slog.Any("error", err))
 		}
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = 0 // the high watermark, as fetches report it
-		byTopic := map[string]int{}
-		for key := range ws {
-			i, ok := byTopic[key.topic]
-			if !ok {
-				rt := kmsg.NewListOffsetsRequestTopic()
-				rt.Topic = key.topic
-				req.Topics = append(req.Topics, rt)
-				i = len(req.Topics) - 1
-				byTopic[key.topic] = i
-			}
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = key.partition
-			rp.Timestamp = -1 // latest
-			rp.CurrentLeaderEpoch = -1
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		}
-		rctx, cancel := context.WithTimeout(ctx, r.cfg.LagRefresh)
-		resp, err := req.RequestWith(rctx, cl)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Debug("lag refresh failed", slog.Any("error", err))
-			}
-			continue
-		}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				if w := ws[partitionKey{rt.Topic, rp.Partition}]; w != nil && rp.ErrorCode == 0 {
-					w.setHighWatermark(rp.Offset)
-				}
+		return
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if w := ws[partitionKey{rt.Topic, rp.Partition}]; w != nil && rp.ErrorCode == 0 {
+				w.setHighWatermark(rp.Offset)
 			}
 		}
 	}

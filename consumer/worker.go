@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-dev/outbox/inbox"
 	"github.com/outbox-dev/outbox/internal/backoff"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 )
 
 // commitTimeout bounds one offset commit. A commit that fails is not
@@ -32,10 +33,9 @@ type worker struct {
 	paused bool          // fetching of the partition is paused because queue is long
 	wake   chan struct{} // signalled when records are queued
 
-	stopOnce     sync.Once
-	quit         chan struct{} // closed by stop
-	commitOnStop bool          // written before quit is closed
-	done         chan struct{} // closed when run returns
+	quit         *lifecycle.Signal // closed by stop
+	commitOnStop bool              // written before quit is closed
+	done         chan struct{}     // closed when run returns
 
 	// finished is the last record handled or parked, and committed the
 	// offset after the last committed record (both used by run only).
@@ -56,7 +56,7 @@ func newWorker(r *Runner, cl *kgo.Client, key partitionKey) *worker {
 		r: r, cl: cl, key: key,
 		log:  r.log.With(slog.String("topic", key.topic), slog.Int("partition", int(key.partition))),
 		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
+		quit: lifecycle.NewSignal(nil),
 		done: make(chan struct{}),
 		hwm:  -1, pos: -1,
 	}
@@ -136,19 +136,7 @@ func (w *worker) add(recs []*kgo.Record, hwm int64) {
 // it waits for is abandoned. With commit, it commits the offsets of the
 // records it finished before returning. Calling stop again does nothing.
 func (w *worker) stop(commit bool) {
-	w.stopOnce.Do(func() {
-		w.commitOnStop = commit
-		close(w.quit)
-	})
-}
-
-func (w *worker) stopping() bool {
-	select {
-	case <-w.quit:
-		return true
-	default:
-		return false
-	}
+	w.quit.CloseWith(func() { w.commitOnStop = commit })
 }
 
 func (w *worker) run() {
@@ -174,7 +162,7 @@ func (w *worker) run() {
 				return // stopped while retrying: rec is not finished
 			}
 			w.finish(rec)
-			if w.stopping() {
+			if w.quit.Closed() {
 				return
 			}
 		}
@@ -186,7 +174,7 @@ func (w *worker) run() {
 // partition. It returns false when the worker is stopped.
 func (w *worker) next() ([]*kgo.Record, bool) {
 	for {
-		if w.stopping() {
+		if w.quit.Closed() {
 			return nil, false
 		}
 		w.mu.Lock()
@@ -202,7 +190,7 @@ func (w *worker) next() ([]*kgo.Record, bool) {
 		}
 		select {
 		case <-w.wake:
-		case <-w.quit:
+		case <-w.quit.C():
 			return nil, false
 		}
 	}
@@ -247,7 +235,7 @@ func (w *worker) process(rec *kgo.Record) bool {
 		w.log.Warn("handler failed; retrying", append(msgAttrs(msg), slog.Int("attempts", attempts),
 			slog.Duration("retry_in", delay), slog.Any("error", err))...)
 		w.commit() // keep the progress made before this record while waiting
-		if !w.sleep(delay) {
+		if !w.quit.Sleep(delay) {
 			return false
 		}
 	}
@@ -279,7 +267,7 @@ func (w *worker) park(msg inbox.Message, attempts int, cause error) bool {
 		delay := w.backoff(failures)
 		w.log.Error("parking failed; retrying", append(msgAttrs(msg), slog.Duration("retry_in", delay),
 			slog.Any("error", err), slog.Any("cause", cause))...)
-		if !w.sleep(delay) {
+		if !w.quit.Sleep(delay) {
 			return false
 		}
 	}
@@ -289,18 +277,6 @@ func (w *worker) park(msg inbox.Message, attempts int, cause error) bool {
 // minus up to half of it as jitter.
 func (w *worker) backoff(n int) time.Duration {
 	return backoff.Delay(w.r.cfg.RetryBase, w.r.cfg.RetryMax, n-1)
-}
-
-// sleep waits for d, or returns false at once when the worker is stopped.
-func (w *worker) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.quit:
-		return false
-	}
 }
 
 // commit commits the offset after the last finished record, if it is not

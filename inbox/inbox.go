@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
 	"github.com/outbox-dev/outbox/internal/migrate/pgmigrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 )
 
 // Defaults of [Config].
@@ -28,11 +30,6 @@ const (
 	// DefaultReplayedRetention is the default of Config.ReplayedRetention.
 	DefaultReplayedRetention = 90 * 24 * time.Hour
 )
-
-// schemaRe is the identifier rule for Config.Schema: lower-case, so that the
-// quoted and unquoted spellings name the same schema, and at most 63 bytes,
-// PostgreSQL's identifier limit.
-var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Config configures an [Inbox].
 type Config struct {
@@ -71,56 +68,38 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
-		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
+	conf.Default(&c.Schema, DefaultSchema)
+	retentionDefaults(&c.Retention, &c.ReplayedRetention, &c.CleanupBatchSize, &c.Logger)
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	switch {
-	case !schemaRe.MatchString(c.Schema):
-		return fmt.Errorf("%w: Schema %q must match %s", ErrInvalidConfig, c.Schema, schemaRe)
-	case strings.HasPrefix(c.Schema, "pg_"):
-		return fmt.Errorf("%w: Schema %q must not start with pg_ (reserved by PostgreSQL)", ErrInvalidConfig, c.Schema)
-	}
-	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
+	return conf.First(ErrInvalidConfig, sqlname.Schema("Schema", c.Schema),
+		checkRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize))
 }
 
 // retentionDefaults fills in the defaults of the fields every inbox's
 // config has: Retention, ReplayedRetention, CleanupBatchSize and Logger.
-func retentionDefaults(retention, replayed time.Duration, batch int, log *slog.Logger) (
-	time.Duration, time.Duration, int, *slog.Logger) {
-	if retention == 0 {
-		retention = DefaultRetention
-	}
-	if replayed == 0 {
-		replayed = DefaultReplayedRetention
-	}
-	if batch == 0 {
-		batch = DefaultCleanupBatchSize
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return retention, replayed, batch, log
+func retentionDefaults(retention, replayed *time.Duration, batch *int, log **slog.Logger) {
+	conf.Default(retention, DefaultRetention)
+	conf.Default(replayed, DefaultReplayedRetention)
+	conf.Default(batch, DefaultCleanupBatchSize)
+	conf.Default(log, slog.Default())
 }
 
-// validateRetention checks the fields every inbox's config has, after
+// checkRetention checks the fields every inbox's config has, after
 // defaults, and names the first bad one.
-func validateRetention(retention, replayed, parked time.Duration, batch int) error {
+func checkRetention(retention, replayed, parked time.Duration, batch int) error {
 	switch {
 	case retention < time.Second:
-		return fmt.Errorf("%w: Retention %v must be at least 1s", ErrInvalidConfig, retention)
+		return conf.Bad("Retention", "%v must be at least 1s", retention)
 	case replayed < time.Second:
-		return fmt.Errorf("%w: ReplayedRetention %v must be at least 1s", ErrInvalidConfig, replayed)
+		return conf.Bad("ReplayedRetention", "%v must be at least 1s", replayed)
 	case parked != 0 && parked < time.Second:
-		return fmt.Errorf("%w: ParkedRetention %v must be 0 (keep until replayed) or at least 1s", ErrInvalidConfig, parked)
+		return conf.Bad("ParkedRetention", "%v must be 0 (keep until replayed) or at least 1s", parked)
 	case batch < 1:
-		return fmt.Errorf("%w: CleanupBatchSize %d must be at least 1", ErrInvalidConfig, batch)
+		return conf.Bad("CleanupBatchSize", "%d must be at least 1", batch)
 	}
 	return nil
 }
@@ -169,24 +148,18 @@ func New(pool *pgxpool.Pool, cfg Config) (*Inbox, error) {
 // load reads, from dir of fsys, the queries every inbox has, and stores
 // them rendered.
 func (q *queries) load(fsys embed.FS, dir string, render func(string) string) error {
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&q.markProcessed, "mark_processed.sql"},
-		{&q.park, "park.sql"},
-		{&q.parked, "parked.sql"},
-		{&q.parkedGet, "parked_get.sql"},
-		{&q.markReplayed, "mark_replayed.sql"},
-		{&q.cleanup, "cleanup.sql"},
-		{&q.cleanupReplayed, "cleanup_replayed.sql"},
-		{&q.cleanupParked, "cleanup_parked.sql"},
-	} {
-		b, err := fsys.ReadFile(dir + "/" + f.file)
-		if err != nil {
-			return fmt.Errorf("inbox: read embedded %s/%s: %w", dir, f.file, err)
-		}
-		*f.dst = render(string(b))
+	err := sqltext.Load(fsys, dir, render, map[*string]string{
+		&q.markProcessed:   "mark_processed.sql",
+		&q.park:            "park.sql",
+		&q.parked:          "parked.sql",
+		&q.parkedGet:       "parked_get.sql",
+		&q.markReplayed:    "mark_replayed.sql",
+		&q.cleanup:         "cleanup.sql",
+		&q.cleanupReplayed: "cleanup_replayed.sql",
+		&q.cleanupParked:   "cleanup_parked.sql",
+	})
+	if err != nil {
+		return fmt.Errorf("inbox: %w", err)
 	}
 	return nil
 }

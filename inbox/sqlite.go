@@ -8,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
 )
 
 // SQLHandlerFunc applies a message's effect with tx, the SQLite write
@@ -26,11 +27,6 @@ import (
 // write waits for tx, which waits for the handler (with a *sql.DB from
 // sqlitestore.Open it fails after sqlitestore.BusyTimeout).
 type SQLHandlerFunc func(ctx context.Context, tx *sql.Tx, msg Message) error
-
-// sqlitePrefixRe is the rule for SQLiteConfig.TablePrefix: empty, or
-// lower-case letters, digits and underscores, so that it can stand inside a
-// quoted identifier.
-var sqlitePrefixRe = regexp.MustCompile(`^([a-z_][a-z0-9_]{0,39})?$`)
 
 // SQLiteConfig configures a [SQLiteInbox].
 type SQLiteConfig struct {
@@ -64,20 +60,14 @@ type SQLiteConfig struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c SQLiteConfig) withDefaults() SQLiteConfig {
-	c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger = retentionDefaults(
-		c.Retention, c.ReplayedRetention, c.CleanupBatchSize, c.Logger)
+	retentionDefaults(&c.Retention, &c.ReplayedRetention, &c.CleanupBatchSize, &c.Logger)
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c SQLiteConfig) validate() error {
-	switch {
-	case !sqlitePrefixRe.MatchString(c.TablePrefix):
-		return fmt.Errorf("%w: TablePrefix %q must be empty or match %s", ErrInvalidConfig, c.TablePrefix, sqlitePrefixRe)
-	case strings.HasPrefix(c.TablePrefix, "sqlite_"):
-		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
-	}
-	return validateRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize)
+	return conf.First(ErrInvalidConfig, sqlname.Prefix("TablePrefix", c.TablePrefix, true),
+		checkRetention(c.Retention, c.ReplayedRetention, c.ParkedRetention, c.CleanupBatchSize))
 }
 
 // SQLiteInbox is the inbox in a SQLite database: the same guarantees as

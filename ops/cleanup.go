@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/conf"
 )
 
@@ -126,6 +128,12 @@ func (o *Ops) Cleanup(ctx context.Context, cfg CleanupConfig) (CleanupResult, er
 	}
 	o.log.Info("cleanup done", attrs...)
 	return res, nil
+}
+
+// cleanupFinalFor renders queries/cleanup_final.sql for the final status,
+// whose time column is at; cursor ends outbox_message_states's arguments.
+func cleanupFinalFor(sql string, status outbox.Status, cursor, at string) string {
+	return strings.NewReplacer("{{status}}", string(status), "{{cursor}}", cursor, "{{at}}", at).Replace(sql)
 }
 
 // cleanupStatus runs one of the cleanup statements until a batch deletes

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/conf"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -154,12 +155,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	o := &Ops{pool: pool, store: st, cfg: cfg, log: cfg.Logger}
-	deadLetters, err := queryFiles.ReadFile("queries/dead_letters.sql")
-	if err != nil {
-		return nil, fmt.Errorf("ops: read embedded dead_letters.sql: %w", err)
+	var deadLetters string // what the dead-letter queries have in place of {{dead_letters}}
+	if err := sqltext.Load(queryFiles, "queries", nil, map[*string]string{&deadLetters: "dead_letters.sql"}); err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
 	}
 	render := func(sql string) string {
-		sql = strings.ReplaceAll(sql, "{{dead_letters}}", string(deadLetters))
+		sql = strings.ReplaceAll(sql, "{{dead_letters}}", deadLetters)
 		return strings.NewReplacer(
 			"{{schema}}", pgx.Identifier{st.Schema()}.Sanitize(),
 			"{{record_columns}}", stateRecordColumns,
@@ -168,53 +169,49 @@ func New(pool *pgxpool.Pool, cfg Config) (*Ops, error) {
 			"{{permanent}}", sink.ErrPermanent.Error(),
 		).Replace(sql)
 	}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&o.q.statsCounts, "stats_counts.sql"},
-		{&o.q.statsSentEstimate, "stats_sent_estimate.sql"},
-		{&o.q.statsSentExact, "stats_sent_exact.sql"},
-		{&o.q.statsHead, "stats_head.sql"},
-		{&o.q.statsBlocked, "stats_blocked.sql"},
-		{&o.q.statsFailing, "stats_failing.sql"},
-		{&o.q.statsCursor, "stats_cursor.sql"},
-		{&o.q.statsCursorLag, "stats_cursor_lag.sql"},
-		{&o.q.statsCursorSentEstimate, "stats_cursor_sent_estimate.sql"},
-		{&o.q.statsCursorSentExact, "stats_cursor_sent_exact.sql"},
-		{&o.q.statsCursorPassed, "stats_cursor_passed.sql"},
-		{&o.q.dlqList, "dlq_list.sql"},
-		{&o.q.dlqAttempts, "dlq_attempts.sql"},
-		{&o.q.dlqExtra, "dlq_extra.sql"},
-		{&o.q.auditForMessage, "audit_for_message.sql"},
-		{&o.q.auditInsert, "audit_insert.sql"},
-		{&o.q.replay, "replay.sql"},
-		{&o.q.discard, "discard.sql"},
-		{&o.q.selectByIDs, "select_by_ids.sql"},
-		{&o.q.dlqGroups, "dlq_groups.sql"},
-		{&o.q.dlqSeq, "dlq_seq.sql"},
-		{&o.q.dlqMaxSeq, "dlq_max_seq.sql"},
-		{&o.q.dlqBatchBounds, "dlq_batch_bounds.sql"},
-		{&o.q.cleanupSent, "cleanup_sent.sql"},
-		{&o.q.cleanupDiscarded, "cleanup_discarded.sql"},
-		{&o.q.cleanupQueued, "cleanup_queued.sql"},
-		{&o.q.cleanupCutoff, "cleanup_cutoff.sql"},
-		{&o.q.cursorGet, "republish_cursor_get.sql"},
-		{&o.q.cursorCreate, "republish_cursor_create.sql"},
-		{&o.q.cursorDelete, "republish_cursor_delete.sql"},
-		{&o.q.cursorAdvance, "republish_cursor_advance.sql"},
-		{&o.q.republishBatch, "republish_batch.sql"},
-		{&o.q.partitionCheck, "partition_check.sql"},
-		{&o.q.partitionAttempts, "partition_attempts.sql"},
-		{&o.q.topicsReport, "topics_report.sql"},
-		{&o.q.statsTopics, "stats_topics.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("ops: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = render(string(b))
+	var cleanupFinal string
+	err = sqltext.Load(queryFiles, "queries", render, map[*string]string{
+		&o.q.statsCounts:             "stats_counts.sql",
+		&o.q.statsSentEstimate:       "stats_sent_estimate.sql",
+		&o.q.statsSentExact:          "stats_sent_exact.sql",
+		&o.q.statsHead:               "stats_head.sql",
+		&o.q.statsBlocked:            "stats_blocked.sql",
+		&o.q.statsFailing:            "stats_failing.sql",
+		&o.q.statsCursor:             "stats_cursor.sql",
+		&o.q.statsCursorLag:          "stats_cursor_lag.sql",
+		&o.q.statsCursorSentEstimate: "stats_cursor_sent_estimate.sql",
+		&o.q.statsCursorSentExact:    "stats_cursor_sent_exact.sql",
+		&o.q.statsCursorPassed:       "stats_cursor_passed.sql",
+		&o.q.dlqList:                 "dlq_list.sql",
+		&o.q.dlqAttempts:             "dlq_attempts.sql",
+		&o.q.dlqExtra:                "dlq_extra.sql",
+		&o.q.auditForMessage:         "audit_for_message.sql",
+		&o.q.auditInsert:             "audit_insert.sql",
+		&o.q.replay:                  "replay.sql",
+		&o.q.discard:                 "discard.sql",
+		&o.q.selectByIDs:             "select_by_ids.sql",
+		&o.q.dlqGroups:               "dlq_groups.sql",
+		&o.q.dlqSeq:                  "dlq_seq.sql",
+		&o.q.dlqMaxSeq:               "dlq_max_seq.sql",
+		&o.q.dlqBatchBounds:          "dlq_batch_bounds.sql",
+		&cleanupFinal:                "cleanup_final.sql",
+		&o.q.cleanupQueued:           "cleanup_queued.sql",
+		&o.q.cleanupCutoff:           "cleanup_cutoff.sql",
+		&o.q.cursorGet:               "republish_cursor_get.sql",
+		&o.q.cursorCreate:            "republish_cursor_create.sql",
+		&o.q.cursorDelete:            "republish_cursor_delete.sql",
+		&o.q.cursorAdvance:           "republish_cursor_advance.sql",
+		&o.q.republishBatch:          "republish_batch.sql",
+		&o.q.partitionCheck:          "partition_check.sql",
+		&o.q.partitionAttempts:       "partition_attempts.sql",
+		&o.q.topicsReport:            "topics_report.sql",
+		&o.q.statsTopics:             "stats_topics.sql",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
 	}
+	o.q.cleanupSent = cleanupFinalFor(cleanupFinal, outbox.StatusSent, ", false", "published_at")
+	o.q.cleanupDiscarded = cleanupFinalFor(cleanupFinal, outbox.StatusDiscarded, "", "discarded_at")
 	return o, nil
 }
 

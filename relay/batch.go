@@ -111,7 +111,7 @@ func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
 	}
 	inMemory := r.marksInMemory()
 	if linger > 0 && !inMemory {
-		r.sleep(linger) // on stop, mark at once
+		r.stopping.Sleep(linger) // on stop, mark at once
 	}
 	seqs := seqsOf(out.sent)
 	var next *batch
@@ -127,7 +127,7 @@ func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
 	}
 	r.markedSent(b, out.sent, n, err)
 	if linger > 0 && inMemory {
-		r.sleep(linger)
+		r.stopping.Sleep(linger)
 	}
 	return next
 }
@@ -138,7 +138,7 @@ func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
 // cannot, the relay stops or pauses, or the round trip failed.
 func (r *Relay) markAndClaim(b *batch, seqs []int64) (*batch, int64) {
 	mc, ok := r.cfg.Store.(store.MarkClaimer)
-	if !ok || r.isStopping() || r.pause.Remaining(time.Now()) > 0 {
+	if !ok || r.stopping.Closed() || r.pause.Remaining(time.Now()) > 0 {
 		return nil, 0
 	}
 	next := r.newBatch()

@@ -100,10 +100,10 @@ type worker struct {
 // relay stops.
 func (w *worker) take() (*batch, bool) {
 	r := w.r
-	for !r.isStopping() {
+	for !r.stopping.Closed() {
 		if d := r.pause.Remaining(time.Now()); d > 0 {
 			w.release("broker unavailable")
-			if !r.sleep(d) {
+			if !r.stopping.Sleep(d) {
 				return nil, false
 			}
 			continue
@@ -115,7 +115,7 @@ func (w *worker) take() (*batch, bool) {
 			if b, err = r.claim(); err != nil {
 				w.dbWait = min(max(2*w.dbWait, dbWaitMin), dbWaitMax)
 				r.claimFailed(err, w.dbWait)
-				if !r.sleep(w.dbWait) {
+				if !r.stopping.Sleep(w.dbWait) {
 					return nil, false
 				}
 				continue
@@ -154,7 +154,7 @@ func (w *worker) release(why string) {
 // false on stop.
 func (r *Relay) await(woken <-chan struct{}, tick <-chan time.Time) bool {
 	select {
-	case <-r.stopping:
+	case <-r.stopping.C():
 		return false
 	case <-woken:
 	case <-tick:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox/internal/condlog"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -33,10 +34,8 @@ type Relay struct {
 	// notMigrated holds while claims fail for missing tables.
 	notMigrated condlog.Condition
 
-	mu       sync.Mutex
-	started  bool
-	stopOnce sync.Once
-	stopping chan struct{} // closed when Stop is called: claim no more
+	run      lifecycle.Run     // Start runs once
+	stopping *lifecycle.Signal // closed when Stop is called: claim no more
 	sendCtx  context.Context
 	sendStop context.CancelFunc // cancels in-flight publishes after ShutdownTimeout
 	done     chan struct{}      // closed when every worker has returned
@@ -52,7 +51,7 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{
 		cfg:      cfg,
 		log:      cfg.Logger.With(slog.String("relay", cfg.ID)),
-		stopping: make(chan struct{}),
+		stopping: lifecycle.NewSignal(nil),
 		done:     make(chan struct{}),
 	}
 	r.wake.init()
@@ -72,12 +71,11 @@ func (r *Relay) ID() string { return r.cfg.ID }
 // then polls. ctx bounds the whole run: when it is done the relay stops as
 // if Stop had been called.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return ErrAlreadyStarted
-	}
-	r.started = true
+	return r.run.Start(ErrAlreadyStarted, func() error { return r.start(ctx) })
+}
+
+// start is Start's work, done once.
+func (r *Relay) start(ctx context.Context) error {
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
 
 	// The listening connection lives until the workers have stopped, not
@@ -99,13 +97,7 @@ func (r *Relay) Start(ctx context.Context) error {
 			}()
 		}
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			r.beginStop()
-		case <-r.stopping:
-		}
-	}()
+	r.stopping.CloseOn(ctx)
 	workers := sync.WaitGroup{}
 	workers.Go(r.poll)
 	for range r.cfg.Workers - 1 {
@@ -123,8 +115,6 @@ func (r *Relay) Start(ctx context.Context) error {
 		slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
 	return nil
 }
-
-func (r *Relay) beginStop() { r.stopOnce.Do(func() { close(r.stopping) }) }
 
 // resignTimeout bounds the store's Resign when the relay stops.
 const resignTimeout = 5 * time.Second
@@ -150,33 +140,18 @@ func (r *Relay) resign() {
 // connection is closed, or with ctx's error if ctx ends first. Calling it again, or on a relay that never
 // started, is safe.
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	r.beginStop()
-	if !started {
+	if !r.run.Stop(r.stopping) {
 		return nil
 	}
-	timer := time.NewTimer(r.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-		r.log.Info("relay stopped")
-		return nil
-	case <-timer.C:
+	err := lifecycle.Drain(ctx, r.done, r.cfg.ShutdownTimeout, func() {
 		r.log.Warn("shutdown timeout: cancelling unacknowledged publishes and releasing their leases")
 		r.sendStop()
-	case <-ctx.Done():
-		r.sendStop()
-		return ctx.Err()
+	}, r.sendStop)
+	if err != nil {
+		return err
 	}
-	select {
-	case <-r.done:
-		r.log.Info("relay stopped")
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	r.log.Info("relay stopped")
+	return nil
 }
 
 // Stopped returns a channel closed when the relay has stopped.
@@ -192,25 +167,4 @@ func (r *Relay) Run(ctx context.Context) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
 	defer cancel()
 	return r.Stop(stopCtx)
-}
-
-func (r *Relay) isStopping() bool {
-	select {
-	case <-r.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// sleep waits d or until stop; it reports false on stop.
-func (r *Relay) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.stopping:
-		return false
-	}
 }

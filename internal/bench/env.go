@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
@@ -215,18 +216,12 @@ func (s *scenario) vacuumEvery(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		lifecycle.Every(ctx, d, func() bool {
 			if _, err := s.r.admin.Exec(ctx, s.sql("vacuum.sql")); err != nil && ctx.Err() == nil {
 				s.r.cfg.Logger.Warn("bench: vacuum", "schema", s.schema, "error", err)
 			}
-		}
+			return true
+		})
 	}()
 	return func() { cancel(); <-done }
 }

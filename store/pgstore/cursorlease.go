@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
+
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 )
 
 // startKeeper starts the goroutine that keeps the lead the store has just
@@ -47,18 +49,7 @@ func (cs *cursorState) stopKeeper() {
 // when it returns.
 func (s *Store) keepLead(ctx context.Context, tok uuid.UUID, lease time.Duration, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !s.renewLead(ctx, tok, lease) {
-			return
-		}
-	}
+	lifecycle.Every(ctx, lease/3, func() bool { return s.renewLead(ctx, tok, lease) })
 }
 
 // renewLead renews the lease of the lead under tok once

@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
 	"github.com/outbox-dev/outbox/internal/rowheaders"
+	"github.com/outbox-dev/outbox/internal/statuscount"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -275,13 +276,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (outbox.Record, error) {
 // Counts returns the number of messages in each status. Every status is in
 // the map, with 0 when no message has it. It reads the whole table.
 func (s *Store) Counts(ctx context.Context) (map[outbox.Status]int64, error) {
-	counts := map[outbox.Status]int64{
-		outbox.StatusPending:    0,
-		outbox.StatusInFlight:   0,
-		outbox.StatusSent:       0,
-		outbox.StatusFailed:     0,
-		outbox.StatusDeadLetter: 0,
-	}
+	counts := statuscount.Zero()
 	rows, err := s.pool.Query(ctx, s.q.counts)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: counts: %w", s.explain(err))

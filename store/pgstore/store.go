@@ -4,9 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -16,6 +14,8 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -29,11 +29,6 @@ var ErrInvalidConfig = errors.New("pgstore: invalid config")
 // ErrNotFound is returned (wrapped) by [Store.Get] when no message has the
 // id. Test for it with errors.Is.
 var ErrNotFound = errors.New("pgstore: message not found")
-
-// schemaRe is the identifier rule for Config.Schema: lower-case so that the
-// quoted and unquoted spellings name the same schema, and at most 63 bytes,
-// PostgreSQL's identifier limit.
-var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Config configures a [Store].
 type Config struct {
@@ -105,24 +100,21 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
+	conf.Default(&c.Schema, DefaultSchema)
 	c.Limits = c.Limits.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
+	if err := sqlname.Schema("Schema", c.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	if err := c.Partitioning.validate(); err != nil {
 		return err
 	}
 	return conf.First(ErrInvalidConfig,
-		conf.Rule("Schema", schemaRe.MatchString(c.Schema), "%q must match %s", c.Schema, schemaRe),
-		conf.Rule("Schema", !strings.HasPrefix(c.Schema, "pg_"), "%q must not start with pg_ (reserved by PostgreSQL)", c.Schema),
 		conf.Rule("LeaderLease", c.LeaderLease == 0 || c.LeaderLease >= minLeaderLease,
 			"must be at least %v, not %v", minLeaderLease, c.LeaderLease),
 		conf.NotNegative("CursorReadAhead", c.CursorReadAhead),
@@ -190,51 +182,48 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: cfg, channel: channelName(cfg.Schema)}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&s.q.enqueue, "enqueue.sql"},
-		{&s.q.claim, "claim.sql"},
-		{&s.q.markSent, "mark_sent.sql"},
-		{&s.q.markFailed, "mark_failed.sql"},
-		{&s.q.release, "release.sql"},
-		{&s.q.get, "get.sql"},
-		{&s.q.counts, "counts.sql"},
-		{&s.q.idle, "idle.sql"},
-		{&s.q.busy, "busy.sql"},
-		{&s.q.relaySettings, "relay_settings.sql"},
-		{&s.q.claimFloor, "claim_floor.sql"},
-		{&s.q.seedFloor, "seed_floor.sql"},
-		{&s.q.failpointWatch, "failpoint_watch.sql"},
-		{&s.q.failpointPause, "failpoint_pause.sql"},
-		{&s.q.cursorRead, "cursor_read.sql"},
-		{&s.q.cursorMode, "cursor_mode.sql"},
-		{&s.q.cursorState, "cursor_state.sql"},
-		{&s.q.cursorSave, "cursor_save.sql"},
-		{&s.q.cursorResign, "cursor_resign.sql"},
-		{&s.q.cursorTable, "cursor_table.sql"},
-		{&s.q.cursorRenew, "cursor_renew.sql"},
-		{&s.q.cursorMigrated, "cursor_migrated.sql"},
-		{&s.q.cursorCheck, "cursor_check.sql"},
-		{&s.q.cursorEnable, "cursor_enable.sql"},
-		{&s.q.cursorDisable, "cursor_disable.sql"},
-		{&s.q.cursorDeactivate, "cursor_deactivate.sql"},
-		{&s.q.cursorUnqueue, "cursor_unqueue.sql"},
-		{&s.q.migrateLock, "migrate_lock.sql"},
-		{&s.q.checkMigrated, "check_migrated.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = s.render(string(b))
-	}
-	cols, err := queryFiles.ReadFile("queries/cursor_columns.sql")
+	// Fragments: what cursor_read.sql has in place of {{cursor_columns}},
+	// and that and claim_floor.sql in place of {{earlier_unsent}}.
+	var cols, earlier string
+	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
+		&s.q.enqueue:          "enqueue.sql",
+		&s.q.claim:            "claim.sql",
+		&s.q.markSent:         "mark_sent.sql",
+		&s.q.markFailed:       "mark_failed.sql",
+		&s.q.release:          "release.sql",
+		&s.q.get:              "get.sql",
+		&s.q.counts:           "counts.sql",
+		&s.q.idle:             "idle.sql",
+		&s.q.busy:             "busy.sql",
+		&s.q.relaySettings:    "relay_settings.sql",
+		&s.q.claimFloor:       "claim_floor.sql",
+		&s.q.seedFloor:        "seed_floor.sql",
+		&s.q.failpointWatch:   "failpoint_watch.sql",
+		&s.q.failpointPause:   "failpoint_pause.sql",
+		&s.q.cursorRead:       "cursor_read.sql",
+		&s.q.cursorMode:       "cursor_mode.sql",
+		&s.q.cursorState:      "cursor_state.sql",
+		&s.q.cursorSave:       "cursor_save.sql",
+		&s.q.cursorResign:     "cursor_resign.sql",
+		&s.q.cursorTable:      "cursor_table.sql",
+		&s.q.cursorRenew:      "cursor_renew.sql",
+		&s.q.cursorMigrated:   "cursor_migrated.sql",
+		&s.q.cursorCheck:      "cursor_check.sql",
+		&s.q.cursorEnable:     "cursor_enable.sql",
+		&s.q.cursorDisable:    "cursor_disable.sql",
+		&s.q.cursorDeactivate: "cursor_deactivate.sql",
+		&s.q.cursorUnqueue:    "cursor_unqueue.sql",
+		&s.q.migrateLock:      "migrate_lock.sql",
+		&s.q.checkMigrated:    "check_migrated.sql",
+		&cols:                 "cursor_columns.sql",
+		&earlier:              "earlier_unsent.sql",
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: read embedded cursor_columns.sql: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", s.render(string(cols)))
+	cols = strings.ReplaceAll(cols, "{{earlier_unsent}}", earlier)
+	s.q.claimFloor = strings.ReplaceAll(s.q.claimFloor, "{{earlier_unsent}}", earlier)
+	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", cols)
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
 }
@@ -252,19 +241,10 @@ func (s *Store) render(sql string) string {
 	).Replace(sql)
 }
 
-// channelName is the NOTIFY channel for schema: "outbox_" + schema. Channel
-// names are identifiers and so at most 63 bytes; a longer name keeps its
-// first 46 bytes and ends in a hash of the whole, so that it stays distinct.
-func channelName(schema string) string {
-	const maxIdent = 63
-	name := "outbox_" + schema
-	if len(name) <= maxIdent {
-		return name
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("%s_%016x", name[:maxIdent-17], h.Sum64())
-}
+// channelName is the NOTIFY channel for schema: "outbox_" + schema, cut to
+// PostgreSQL's identifier limit with a hash that keeps it distinct
+// (sqlname.Fit).
+func channelName(schema string) string { return sqlname.Fit("outbox_" + schema) }
 
 // quoteLiteral quotes s as a SQL string literal.
 func quoteLiteral(s string) string {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/internal/migrate"
+	"github.com/outbox-dev/outbox/internal/sqlname"
+	"github.com/outbox-dev/outbox/internal/sqltext"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -32,10 +34,6 @@ var ErrInvalidConfig = errors.New("sqlitestore: invalid config")
 // id. Test for it with errors.Is.
 var ErrNotFound = errors.New("sqlitestore: message not found")
 
-// prefixRe is the rule for Config.TablePrefix. Lower-case letters, digits
-// and underscores only, so that it can stand inside a quoted identifier.
-var prefixRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
-
 // Config configures a [Store].
 type Config struct {
 	// TablePrefix starts the names of the store's tables and indexes:
@@ -53,28 +51,15 @@ type Config struct {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.TablePrefix == "" {
-		c.TablePrefix = DefaultTablePrefix
-	}
+	conf.Default(&c.TablePrefix, DefaultTablePrefix)
 	c.Limits = c.Limits.WithDefaults()
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	conf.Default(&c.Logger, slog.Default())
 	return c
 }
 
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
-	if !prefixRe.MatchString(c.TablePrefix) {
-		return fmt.Errorf("%w: TablePrefix %q must match %s", ErrInvalidConfig, c.TablePrefix, prefixRe)
-	}
-	if strings.HasPrefix(c.TablePrefix, "sqlite_") {
-		return fmt.Errorf("%w: TablePrefix %q must not start with sqlite_ (reserved by SQLite)", ErrInvalidConfig, c.TablePrefix)
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return conf.First(ErrInvalidConfig, sqlname.Prefix("TablePrefix", c.TablePrefix, false), c.Limits.Validate())
 }
 
 // Store is the SQLite outbox store. It is safe for concurrent use.
@@ -115,28 +100,22 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, cfg: cfg}
-	for _, f := range []struct {
-		dst  *string
-		file string
-	}{
-		{&s.q.enqueue, "enqueue.sql"},
-		{&s.q.claimFirstDue, "claim_first_due.sql"},
-		{&s.q.claimBySeq, "claim_by_seq.sql"},
-		{&s.q.claimBeyond, "claim_beyond.sql"},
-		{&s.q.claimByAggregate, "claim_by_aggregate.sql"},
-		{&s.q.claim, "claim.sql"},
-		{&s.q.markSent, "mark_sent.sql"},
-		{&s.q.markFailed, "mark_failed.sql"},
-		{&s.q.release, "release.sql"},
-		{&s.q.get, "get.sql"},
-		{&s.q.counts, "counts.sql"},
-		{&s.q.cleanup, "cleanup.sql"},
-	} {
-		b, err := queryFiles.ReadFile("queries/" + f.file)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: read embedded %s: %w", f.file, err)
-		}
-		*f.dst = s.render(string(b))
+	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
+		&s.q.enqueue:          "enqueue.sql",
+		&s.q.claimFirstDue:    "claim_first_due.sql",
+		&s.q.claimBySeq:       "claim_by_seq.sql",
+		&s.q.claimBeyond:      "claim_beyond.sql",
+		&s.q.claimByAggregate: "claim_by_aggregate.sql",
+		&s.q.claim:            "claim.sql",
+		&s.q.markSent:         "mark_sent.sql",
+		&s.q.markFailed:       "mark_failed.sql",
+		&s.q.release:          "release.sql",
+		&s.q.get:              "get.sql",
+		&s.q.counts:           "counts.sql",
+		&s.q.cleanup:          "cleanup.sql",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
 	}
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil

@@ -24,12 +24,7 @@ SELECT (SELECT m.seq
           AND (   (m.status IN ('PENDING', 'FAILED') AND m.next_attempt_at <= now())
                OR (m.status = 'IN_FLIGHT' AND m.lease_expires_at <= now()))
           AND NOT EXISTS (
-              SELECT 1
-              FROM {{schema}}.outbox_messages e
-              WHERE e.aggregate_type = m.aggregate_type
-                AND e.aggregate_id = m.aggregate_id
-                AND e.seq < m.seq
-                AND e.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER')
+              {{earlier_unsent}}
                 AND e.status = 'DEAD_LETTER'
               -- OFFSET 0 keeps this a probe per candidate. Without it the
               -- planner, expecting almost no dead letters, may read every

@@ -16,12 +16,7 @@ CASE WHEN m.status = 'QUEUED'
                   FROM {{schema}}.outbox_messages t
                   WHERE t.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER'))
      THEN EXISTS (
-         SELECT 1
-         FROM {{schema}}.outbox_messages e
-         WHERE e.aggregate_type = m.aggregate_type
-           AND e.aggregate_id = m.aggregate_id
-           AND e.seq < m.seq
-           AND e.status IN ('PENDING', 'FAILED', 'IN_FLIGHT', 'DEAD_LETTER')
+         {{earlier_unsent}}
          -- A probe per row, whatever the statistics say (see
          -- claim_floor.sql).
          OFFSET 0)
