@@ -161,7 +161,7 @@ type Config struct {
 	// LeaderLease is the lease of the active relay: it renews it every
 	// third of LeaderLease on Pool, whether it streams, idles or waits for
 	// the broker. A standby that finds it expired (the active relay hangs:
-	// stopped, a stalled disk, a partition) takes over within about
+	// stopped, or cut off from the database) takes over within about
 	// LeaderLease plus a standby's check (at most LeaderLease/5): it
 	// terminates the hung relay's replication connection, which frees the
 	// slot, and streams. The hung relay's records are fenced from the

@@ -111,7 +111,7 @@
 // standbys. A standby takes over when the active relay's replication
 // connection ends (it stopped or died, or the connection was cut), or when
 // the active relay's lease expired while its connection lives on: a hung
-// process (stopped, a stalled disk, a partition that leaves the TCP
+// process (stopped, or cut off from the database by a partition that leaves the TCP
 // connection open). Then the standby takes the lease under a new token,
 // terminates the backends that hold the slot's lock or the slot
 // (pg_terminate_backend: the relays' role needs to be the hung relay's, or

@@ -44,7 +44,11 @@ func (r *Relay) notCDCMode(m pgstore.Mode) error {
 // the next session's checkMode stops the relay) or is refused once the
 // relay streams.
 func (r *Relay) confirmMode(ctx context.Context) error {
-	st, err := r.store.ModeAfterSwitch(ctx)
+	// Not cut short by Stop: a slot that setup made while the outbox left
+	// CDC mode must not stay behind, holding WAL.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveWait+5*time.Second)
+	defer cancel()
+	st, err := r.store.ModeAfterSwitch(rctx)
 	if err != nil {
 		return fmt.Errorf("cdc: read the relay mode: %w", err)
 	}

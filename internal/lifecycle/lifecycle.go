@@ -19,16 +19,20 @@ type Run struct {
 	started bool
 }
 
-// Start runs start the first time it is called, and returns its error;
-// later calls return already.
+// Start runs start, and returns its error, until a start succeeded; later
+// calls return already. A Stop after a failed start reports that the
+// component was not started.
 func (r *Run) Start(already error, start func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
 		return already
 	}
+	if err := start(); err != nil {
+		return err
+	}
 	r.started = true
-	return start()
+	return nil
 }
 
 // Stop closes stopping and reports whether the component was started,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,6 +97,9 @@ type cursorState struct {
 	// (cursorlease.go).
 	keepStop context.CancelFunc
 	keepDone chan struct{}
+	// claimed is when a claim last came in (UnixNano): a lead whose store
+	// gets no claim for leadIdleLimit is given up (cursorlease.go).
+	claimed atomic.Int64
 
 	lastTable time.Time // the last claim of the table path
 	tableMore bool      // it found messages: claim again at once

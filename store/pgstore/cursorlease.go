@@ -30,9 +30,32 @@ func (cs *cursorState) startKeeper(s *Store) {
 		lease = s.leaderLease()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	prev, done := cs.keepDone, make(chan struct{})
 	cs.keepStop, cs.keepDone = cancel, done
-	go s.keepLead(ctx, cs.token, lease, done)
+	cs.claimed.Store(time.Now().UnixNano())
+	tok := cs.token
+	go func() {
+		defer close(done)
+		s.keepLead(ctx, tok, lease)
+		if prev != nil {
+			<-prev // keepDone stands for every keeper started so far
+		}
+	}()
+}
+
+// leadIdleLimit is how long a leading store may get no claim before it
+// gives the lead up: its relay stopped without resigning (a wrapper of the
+// store that does not pass Resign on), or the program stopped using it. A
+// running relay claims at least every PollInterval, and while the broker is
+// unreachable at least every Config.UnavailableBackoffMax.
+const leadIdleLimit = 2 * time.Minute
+
+// idleLimit is leadIdleLimit, or what a test set.
+func (s *Store) idleLimit() time.Duration {
+	if s.leadIdle > 0 {
+		return s.leadIdle
+	}
+	return leadIdleLimit
 }
 
 // stopKeeper tells the lead's keeper, if one runs, to stop, without waiting
@@ -44,12 +67,31 @@ func (cs *cursorState) stopKeeper() {
 	}
 }
 
-// keepLead renews the lead under tok every third of lease until ctx ends
-// or a renewal finds the store no longer leading under tok; it closes done
-// when it returns.
-func (s *Store) keepLead(ctx context.Context, tok uuid.UUID, lease time.Duration, done chan<- struct{}) {
-	defer close(done)
-	lifecycle.Every(ctx, lease/3, func() bool { return s.renewLead(ctx, tok, lease) })
+// keepLead renews the lead under tok every third of lease until ctx ends,
+// a renewal finds the store no longer leading under tok, or the store got
+// no claim for leadIdleLimit (it then gives the lead up, and a standby
+// takes over when the lease ends).
+func (s *Store) keepLead(ctx context.Context, tok uuid.UUID, lease time.Duration) {
+	lifecycle.Every(ctx, lease/3, func() bool {
+		if idle := time.Since(time.Unix(0, s.cursor.claimed.Load())); idle > s.idleLimit() {
+			s.giveUpIdleLead(tok, idle)
+			return false
+		}
+		return s.renewLead(ctx, tok, lease)
+	})
+}
+
+// giveUpIdleLead drops the lead under tok, which got no claim for idle.
+func (s *Store) giveUpIdleLead(tok uuid.UUID, idle time.Duration) {
+	cs := &s.cursor
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.leader || cs.token != tok {
+		return
+	}
+	s.cfg.Logger.Warn("pgstore: no claim for a while; giving the cursor lead up (a relay that stops should call Resign)",
+		slog.String("schema", s.cfg.Schema), slog.Duration("idle", idle.Round(time.Second)))
+	cs.dropLead()
 }
 
 // renewLead renews the lease of the lead under tok once

@@ -167,3 +167,20 @@ func (b *bundle) cursorLease(t *testing.T) (owner, token string) {
 	}
 	return owner, token
 }
+
+// A leading store that gets no claim for the idle limit (its relay stopped
+// without Resign, behind a wrapper that does not pass it on) gives the
+// lead up: its keeper stops, and the lease runs out for a standby.
+func TestCursor_AnIdleLeaderGivesTheLeadUp(t *testing.T) {
+	b := setupCursor(t, pgstore.Config{})
+	waitKeepers(t, 0, 10*time.Second, "before the test (the stores of earlier tests)")
+	a := leaseStore(t, b, b.pool)
+	a.SetLeadIdleLimit(2 * cursorLease)
+	leadWithin(t, a, "A", 10*time.Second)
+	waitKeepers(t, 0, 4*cursorLease+5*time.Second, "after the store got no claim for its idle limit")
+	if leading, _ := a.Leading(); leading {
+		t.Fatal("A still leads after it got no claim for its idle limit")
+	}
+	s := leaseStore(t, b, b.pool)
+	leadWithin(t, s, "B", 3*cursorLease+5*time.Second)
+}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/outbox-dev/outbox/internal/migrate"
 )
@@ -43,3 +44,7 @@ func (s *Store) Hang() {
 		<-done
 	}
 }
+
+// SetLeadIdleLimit sets how long the store may lead without a claim
+// (leadIdleLimit), for tests.
+func (s *Store) SetLeadIdleLimit(d time.Duration) { s.leadIdle = d }

@@ -63,6 +63,9 @@ func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []in
 // nil). A batch is one round trip and runs in one implicit transaction,
 // committed at its end. In cursor mode it is cursorTrip.
 func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
+	if p != nil {
+		s.cursor.claimed.Store(time.Now().UnixNano())
+	}
 	m, err := s.detectMode(ctx, p)
 	if err != nil {
 		return 0, store.Claim{}, err

@@ -137,6 +137,8 @@ type Store struct {
 	// rotation is where claims start their scan by aggregate (queue.go).
 	rotation claimRotation
 	cursor   cursorState // cursor mode (cursor.go)
+	// leadIdle replaces leadIdleLimit when set (tests).
+	leadIdle time.Duration
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []migrate.Migration
 }
