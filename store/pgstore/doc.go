@@ -222,7 +222,8 @@
 // an idle leader, or one whose publishes wait for a broker that does not
 // answer, keeps the lead, with relay.Relay or without it, and behind any
 // wrapper of the Store (a program that drives a Store itself calls Resign
-// when it stops using it). Other relays are standbys: they try to lead at
+// when it stops using it; a leading Store that gets no claim for two
+// minutes gives the lead up by itself). Other relays are standbys: they try to lead at
 // least five times per lease and take over when the lease has expired (a
 // leader that hangs, is stopped or cut off renews nothing), or at once
 // when the leader resigned ([Store.Resign], called by relay.Relay.Stop). A
