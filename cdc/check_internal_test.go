@@ -28,11 +28,29 @@ func checkFixture(t *testing.T) (*pgxpool.Pool, *pgstore.Store, *Relay) {
 }
 
 // relayFixture returns a migrated outbox in CDC mode, in a schema of its
-// own, its store, and a relay of cfg on it (Pool, Schema, and Sink and
-// Logger if nil, filled in) that was not started: its tables are set up
-// and it holds the slot's lease, as the active relay does, since the
-// checks and records are fenced by it.
+// own, its store, and a relay of cfg on it (newRelay) that holds the
+// slot's lease, as the active relay does, since the checks and records are
+// fenced by it.
 func relayFixture(t *testing.T, cfg Config) (*pgxpool.Pool, *pgstore.Store, *Relay) {
+	t.Helper()
+	pool, r := newRelay(t, cfg)
+	ctx := context.Background()
+	if _, err := r.store.SetMode(ctx, pgstore.ModeCDC, "test"); err != nil {
+		t.Fatalf("SetMode(cdc): %v", err)
+	}
+	r.sendCtx = ctx
+	l, err := r.takeLease(ctx, backend{}) // no replication connection: no backend to terminate
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.endLead(l) })
+	return pool, r.store, r
+}
+
+// newRelay returns a migrated outbox in a schema of its own and a relay of
+// cfg on it (Pool, Schema, and Sink and Logger if nil, filled in) that was
+// not started, with its tables set up; its store is the outbox's.
+func newRelay(t *testing.T, cfg Config) (*pgxpool.Pool, *Relay) {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
@@ -42,9 +60,6 @@ func relayFixture(t *testing.T, cfg Config) (*pgxpool.Pool, *pgstore.Store, *Rel
 	}
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := st.SetMode(ctx, pgstore.ModeCDC, "test"); err != nil {
-		t.Fatalf("SetMode(cdc): %v", err)
 	}
 	cfg.Pool, cfg.Schema = pool, schema
 	if cfg.Sink == nil {
@@ -57,16 +72,10 @@ func relayFixture(t *testing.T, cfg Config) (*pgxpool.Pool, *pgstore.Store, *Rel
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.sendCtx = ctx
 	if err := r.setupTables(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, err := r.takeLease(ctx, backend{}) // no replication connection: no backend to terminate
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.endLead(l) })
-	return pool, r.store, r
+	return pool, r
 }
 
 // enqueueOnePerAggregate commits one message of each aggregate, a

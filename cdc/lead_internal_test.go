@@ -10,32 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/internal/pgtest"
-	"github.com/outbox-dev/outbox/store/pgstore"
 )
-
-// unleasedRelay returns a migrated outbox in a schema of its own with the
-// CDC relay's tables, and a relay on it that was not started (its store
-// is the outbox's).
-func unleasedRelay(t *testing.T) (*pgxpool.Pool, *Relay) {
-	t.Helper()
-	pool, schema := pgtest.Schema(t)
-	ctx := context.Background()
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(Config{Pool: pool, Sink: nopSink{}, Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.setupTables(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return pool, r
-}
 
 // relayConn is a connection standing for a relay's replication
 // connection: the backend that holds the slot's advisory lock.
@@ -131,7 +106,7 @@ func leaseToken(t *testing.T, pool *pgxpool.Pool, r *Relay) string {
 // terminates that connection, and no other backend.
 func TestSeize_TerminatesTheHungHolder(t *testing.T) {
 	t.Parallel()
-	pool, r := unleasedRelay(t)
+	pool, r := newRelay(t, Config{})
 	hung := connect(t, r)
 	hung.lock(t, r)
 	leaseOf(t, pool, r, "hung", hung.be)
@@ -152,7 +127,7 @@ func TestSeize_TerminatesTheHungHolder(t *testing.T) {
 // none of it, at either moment.
 func TestTerminate_SparesARelayThatTookTheLockMeanwhile(t *testing.T) {
 	t.Parallel()
-	pool, r := unleasedRelay(t)
+	pool, r := newRelay(t, Config{})
 	ctx := context.Background()
 	hung := connect(t, r)
 	hung.lock(t, r)
@@ -201,7 +176,7 @@ func TestSeize_LeavesALockHolderTheLeaseDoesNotRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			pool, r := unleasedRelay(t)
+			pool, r := newRelay(t, Config{})
 			locker := connect(t, r)
 			locker.lock(t, r)
 			leaseOf(t, pool, r, "gone", c.holder(t, pool, r, locker))
