@@ -1,0 +1,68 @@
+// Package strategy defines the seam between the relay's core (package
+// relay: workers, publishing, failures, lifecycle) and a way of finding
+// the messages to publish. Each strategy is a package of its own:
+//
+//   - [github.com/outbox-dev/outbox/relay/claim]: every relay claims due
+//     messages from a store.Queue and marks each one; any number of relays
+//     share the work.
+//   - [github.com/outbox-dev/outbox/relay/cursor]: one relay at a time, the
+//     leader, reads the table in seq order and keeps a position instead of
+//     marking each message (PostgreSQL).
+//
+// The core drives a Strategy and never asks which one it is: it claims a
+// batch, publishes it, and hands back what became of each message (sent,
+// failed as package failure decided, or given back). Package modes picks
+// the strategy the outbox records, and follows a switch.
+package strategy
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/outbox-dev/outbox/store"
+)
+
+// Strategy finds the messages to publish and records what became of them.
+// Its methods are called by several workers at once. Every record method
+// is fenced by the claim's token: a relay whose claim was taken over
+// changes nothing, and the count returned says how many messages it did
+// change.
+type Strategy interface {
+	// Claim leases up to p.Limit messages to p.Owner for p.Lease, keeping
+	// order per aggregate: a message is never handed out while an earlier
+	// message of its aggregate is unsent or held by another claim. The
+	// records are in Seq order.
+	Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error)
+	// MarkSent records seqs of the claim token as sent. When next is not
+	// nil, the worker claims again right after: the strategy may claim the
+	// next batch with next.Params in the same round trip, calling
+	// next.Linger before that round trip, and return it. It returns a nil
+	// claim when it did not claim; the core then calls next.Linger and
+	// Claim. On error nothing counts as marked and nothing as claimed.
+	MarkSent(ctx context.Context, token uuid.UUID, seqs []int64, next *Next) (int64, *store.Claim, error)
+	// MarkFailed records failed publishes, as package failure decided them
+	// (FAILED with a retry time, or DEAD_LETTER).
+	MarkFailed(ctx context.Context, token uuid.UUID, failures []store.Failure) (int64, error)
+	// Release gives messages back unsent and due at once, counting no
+	// attempt.
+	Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error)
+	// Wakeups returns what tells the relay of new messages, or nil when
+	// the strategy has nothing but polling.
+	Wakeups() store.Notifier
+	// Close ends the strategy after the relay's last mark; a leader hands
+	// its lead over, so that another relay leads at once. A failure only
+	// means that another relay takes over when the lead's lease ends. It
+	// is called once.
+	Close(ctx context.Context) error
+}
+
+// Next asks MarkSent to claim the next batch as well.
+type Next struct {
+	// Params are the claim's.
+	Params store.ClaimParams
+	// Linger waits before the claim, so that it finds more messages
+	// (relay.Config.Linger); it returns early when the relay stops. Not
+	// nil.
+	Linger func()
+}
