@@ -36,10 +36,11 @@ type Strategy interface {
 	Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error)
 	// MarkSent records seqs of the claim token as sent. When next is not
 	// nil, the worker claims again right after: the strategy may claim the
-	// next batch with next.Params in the same round trip, calling
-	// next.Linger before that round trip, and return it. It returns a nil
-	// claim when it did not claim; the core then calls next.Linger and
-	// Claim. On error nothing counts as marked and nothing as claimed.
+	// next batch with next.Params in the same round trip and return it,
+	// after calling next.Linger, and only if Linger reports true. It
+	// returns a nil claim when it did not claim; the core then calls
+	// next.Linger itself if the strategy did not, and Claim. On error
+	// nothing counts as marked and nothing as claimed.
 	MarkSent(ctx context.Context, token uuid.UUID, seqs []int64, next *Next) (int64, *store.Claim, error)
 	// MarkFailed records failed publishes, as package failure decided them
 	// (FAILED with a retry time, or DEAD_LETTER).
@@ -62,7 +63,9 @@ type Next struct {
 	// Params are the claim's.
 	Params store.ClaimParams
 	// Linger waits before the claim, so that it finds more messages
-	// (relay.Config.Linger); it returns early when the relay stops. Not
-	// nil.
-	Linger func()
+	// (relay.Config.Linger); it returns early when the relay stops. It
+	// reports whether the relay still wants the batch: false when it
+	// stops or pauses (the broker is unreachable), and the strategy then
+	// only marks. It waits once: a second call returns at once. Not nil.
+	Linger func() bool
 }
