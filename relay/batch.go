@@ -11,7 +11,9 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/failpoint"
+	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay/failure"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -19,8 +21,8 @@ import (
 // runBatch publishes and marks a claimed batch: SENT for what the broker
 // acknowledged, what the relay's failure.Policy decided for what failed,
 // and, while the relay stops, released for what the broker could not be
-// reached for. If claimNext, the store can, and the relay is neither
-// stopping nor pausing, the mark of what was sent also claims the next
+// reached for. If claimNext, the relay is neither stopping nor pausing,
+// and the strategy can, the mark of what was sent also claims the next
 // batch, which runBatch returns (nil otherwise).
 func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 	failpoint.Inject("relay-after-claim")
@@ -98,60 +100,74 @@ func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 	return out
 }
 
-// settleSent marks out.sent SENT and calls Hooks.Published. A worker that
-// claims again at once after a batch that was not full lingers first, as
-// Config.Linger says: before the mark, or after it when the store marks in
-// memory (store.MemoryMarker), so that the batch's acknowledgement does not
-// wait. The mark also claims the next batch (markAndClaim), which
-// settleSent returns, if claimNext and the batch has nothing else to mark.
+// settleSent marks out.sent SENT and calls Hooks.Published. If claimNext,
+// the worker claims again at once, after lingering as Config.Linger says
+// when the batch was not full. If the batch has nothing else to mark and
+// the relay neither stops nor pauses, the mark asks the strategy for the
+// next batch as well (strategy.Next): a strategy that claims it in the
+// mark's round trip lingers before that trip and returns the batch, which
+// settleSent returns. Otherwise (nil) the worker lingers after the mark,
+// so that the batch's acknowledgement does not wait, and claims on its
+// own.
 func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
-	var linger time.Duration
+	l := &linger{stopping: r.stopping}
 	if claimNext && len(b.claim.Records) < r.cfg.BatchSize {
-		linger = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
+		l.d = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
 	}
-	inMemory := r.marksInMemory()
-	if linger > 0 && !inMemory {
-		r.stopping.Sleep(linger) // on stop, mark at once
+	var next *batch
+	var nx *strategy.Next
+	if claimNext && len(out.failed) == 0 && len(out.released) == 0 && r.wantsNext() {
+		next = r.newBatch()
+		nx = &strategy.Next{Params: r.claimParams(), Linger: func() bool {
+			if l.wait() {
+				next = r.newBatch() // the claim starts after the wait
+			}
+			return r.wantsNext()
+		}}
 	}
 	seqs := seqsOf(out.sent)
-	var next *batch
-	var n int64
-	var err error
-	if claimNext && len(out.failed) == 0 && len(out.released) == 0 && !inMemory {
-		next, n = r.markAndClaim(b, seqs)
-	}
-	if next == nil {
-		n, err = r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
-			return r.cfg.Store.MarkSent(ctx, b.claim.Token, seqs)
-		})
-	}
+	var c *store.Claim
+	n, err := r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
+		n, claimed, err := r.strategy.MarkSent(ctx, b.claim.Token, seqs, nx)
+		nx = nil // a retry only marks
+		if err == nil {
+			c = claimed
+		}
+		return n, err
+	})
 	r.markedSent(b, out.sent, n, err)
-	if linger > 0 && inMemory {
-		r.stopping.Sleep(linger)
+	if c == nil {
+		l.wait()
+		return nil
 	}
+	next.claim = *c
+	r.claimed(*c)
 	return next
 }
 
-// markAndClaim marks seqs of b SENT and claims the next batch in one round
-// trip (store.MarkClaimer), and returns that batch with the number of
-// messages marked. It returns nil, and marks nothing, when the store
-// cannot, the relay stops or pauses, or the round trip failed.
-func (r *Relay) markAndClaim(b *batch, seqs []int64) (*batch, int64) {
-	mc, ok := r.cfg.Store.(store.MarkClaimer)
-	if !ok || r.stopping.Closed() || r.pause.Remaining(time.Now()) > 0 {
-		return nil, 0
+// wantsNext reports whether a worker claims now: the relay neither stops
+// nor pauses for an unreachable broker.
+func (r *Relay) wantsNext() bool {
+	return !r.stopping.Closed() && r.pause.Remaining(time.Now()) <= 0
+}
+
+// linger is a worker's wait before it claims again (Config.Linger), done
+// at most once per batch.
+type linger struct {
+	stopping *lifecycle.Signal
+	d        time.Duration // 0: no wait
+	done     bool
+}
+
+// wait waits d, returning early when the relay stops; it reports whether
+// it waited, which only its first call does.
+func (l *linger) wait() bool {
+	if l.done || l.d <= 0 {
+		return false
 	}
-	next := r.newBatch()
-	ctx, cancel := context.WithDeadline(context.Background(), r.leaseEnd(b))
-	n, c, err := mc.MarkSentAndClaim(ctx, b.claim.Token, seqs, r.claimParams())
-	cancel()
-	if err != nil {
-		r.log.Warn("mark and claim failed; marking alone", slog.Any("error", err))
-		return nil, 0
-	}
-	next.claim = c
-	r.claimed(c)
-	return next, n
+	l.done = true
+	l.stopping.Sleep(l.d)
+	return true
 }
 
 // markedSent reports the SENT mark of sent (n rows changed, or err).
@@ -175,7 +191,7 @@ func (r *Relay) markedSent(b *batch, sent []outbox.Record, n int64, err error) {
 // relay's pause.
 func (r *Relay) settleFailed(b *batch, out outcome) {
 	n, err := r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
-		return r.cfg.Store.MarkFailed(ctx, b.claim.Token, out.failures)
+		return r.strategy.MarkFailed(ctx, b.claim.Token, out.failures)
 	})
 	switch {
 	case err != nil:
@@ -240,16 +256,6 @@ func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record) []error 
 		r.log.Error("sink bug; the relay pauses as for an unreachable broker", slog.Any("error", bug))
 	}
 	return errs
-}
-
-// marksInMemory reports whether the store records MarkSent without a round
-// trip now (store.MemoryMarker). The relay then marks a batch on its own
-// and claims the next one separately: combining them would save nothing,
-// and the batch's Hooks.Published would wait for the next claim's round
-// trip.
-func (r *Relay) marksInMemory() bool {
-	mm, ok := r.cfg.Store.(store.MemoryMarker)
-	return ok && mm.MarksInMemory()
 }
 
 // mark runs a state change, retrying transient database errors (a killed

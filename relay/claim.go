@@ -32,7 +32,7 @@ func (r *Relay) claim() (*batch, error) {
 	b := r.newBatch()
 	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.Lease/2)
 	defer cancel()
-	c, err := r.cfg.Store.Claim(ctx, r.claimParams())
+	c, err := r.strategy.Claim(ctx, r.claimParams())
 	if err != nil {
 		return nil, fmt.Errorf("relay: claim: %w", err)
 	}
@@ -90,7 +90,7 @@ func (r *Relay) release(b *batch, why string) {
 // why it failed: the messages then become due when the lease expires.
 func (r *Relay) giveBack(b *batch, seqs []int64) (int64, bool) {
 	n, err := r.mark(r.leaseEnd(b), func(ctx context.Context) (int64, error) {
-		return r.cfg.Store.Release(ctx, b.claim.Token, seqs)
+		return r.strategy.Release(ctx, b.claim.Token, seqs)
 	})
 	if err != nil {
 		r.log.Error("release failed; the messages become due when the lease expires", slog.Any("error", err))

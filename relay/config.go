@@ -7,15 +7,22 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/conf"
 	"github.com/outbox-dev/outbox/relay/failure"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
 
 // Config configures a Relay. Zero fields take the documented defaults.
 type Config struct {
-	// Store is where messages are claimed and marked. Required. If it also
-	// implements store.Notifier and Listen is not disabled, the relay wakes
-	// on new messages at once.
+	// Strategy finds the messages to publish and records what became of
+	// them (see package strategy): claim.New(queue), or a strategy of its
+	// own such as package relay/cursor's. Exactly one of Strategy and
+	// Store is required.
+	Strategy strategy.Strategy
+	// Store is short for Strategy: claim.New(Store), the claim strategy,
+	// in which any number of relays share the work. If the store also
+	// implements store.Notifier and DisableListen is not set, the relay
+	// wakes on new messages at once.
 	Store store.Queue
 	// Sink is where messages are published. Required.
 	Sink sink.Sink
@@ -52,11 +59,13 @@ type Config struct {
 	// Defaults to 50ms; negative registers after the first empty claim.
 	IdleAfter time.Duration
 	// Linger trades latency for database work under load: after publishing
-	// a batch smaller than BatchSize, a worker waits before marking it and
-	// claiming the next (one round trip with a store.MarkClaimer), so that
-	// the next claim finds more messages. Messages enqueued meanwhile reach
-	// the broker that much later, and every message's mark comes that much
-	// later. The wait grows with the load: nothing while the relay claims at
+	// a batch smaller than BatchSize, a worker waits before claiming the
+	// next, so that the claim finds more messages. Messages enqueued
+	// meanwhile reach the broker that much later. A strategy that marks a
+	// batch and claims the next in one round trip (the claim strategy over
+	// pgstore) waits before that round trip, so that every message's mark
+	// comes that much later too; otherwise the batch is marked first. The
+	// wait grows with the load: nothing while the relay claims at
 	// most LingerAbove messages per second, then in proportion to the rate
 	// above it, up to Linger at twice LingerAbove and beyond (with the
 	// defaults: 5ms at 1,500/s, 10ms at 1,800/s, 20ms from 2,400/s). A
@@ -85,9 +94,9 @@ type Config struct {
 	// broker nearby acknowledges well within that, and the first worker
 	// alone keeps up); negative: the others join only for full batches.
 	SlowPublish time.Duration
-	// DisableListen turns off LISTEN/NOTIFY wake-ups (for connection
-	// poolers in transaction mode, such as PgBouncer); the relay then
-	// relies on PollInterval. A relay with LISTEN on whose store finds at
+	// DisableListen turns off the strategy's wake-ups (Strategy.Wakeups:
+	// LISTEN/NOTIFY with pgstore), for connection poolers in transaction
+	// mode such as PgBouncer; the relay then relies on PollInterval. A relay with LISTEN on whose store finds at
 	// start that notifications do not arrive (pgstore behind such a pooler)
 	// logs a warning and polls as well. Defaults to false.
 	DisableListen bool
@@ -172,7 +181,8 @@ var ErrInvalidConfig = errors.New("relay: invalid config")
 // validate checks c after defaults and names the first bad field.
 func (c Config) validate() error {
 	return conf.First(ErrInvalidConfig,
-		conf.Required("Store", c.Store != nil),
+		conf.Rule("Store/Strategy", (c.Store == nil) != (c.Strategy == nil),
+			"exactly one is required, not %s", setCount(c.Store != nil, c.Strategy != nil)),
 		conf.Required("Sink", c.Sink != nil),
 		conf.AtLeast("BatchSize", c.BatchSize, 1),
 		conf.AtLeast("Workers", c.Workers, 1),
@@ -188,4 +198,12 @@ func (c Config) validate() error {
 		conf.Positive("UnavailableBackoffMax", c.UnavailableBackoffMax),
 		conf.NotNegative("ShutdownTimeout", c.ShutdownTimeout),
 	)
+}
+
+// setCount says how many of a pair of fields are set: "neither" or "both".
+func setCount(a, b bool) string {
+	if a && b {
+		return "both"
+	}
+	return "neither"
 }

@@ -43,33 +43,36 @@
 //
 // # Modes
 //
-// The outbox records which of three strategies publishes it
-// (pgstore.Store.Mode; "outbox mode"):
+// The core of the relay (its workers, publishing, failures and lifecycle)
+// drives a strategy (package [strategy]), which finds the messages to
+// publish and records what became of them; the core never asks which
+// strategy runs. Config.Strategy sets it, and Config.Store is short for
+// the claim strategy over a store. The outbox records which strategy
+// publishes it (pgstore.Store.Mode; "outbox mode"):
 //
-//   - claim, the default: every relay claims due messages, as above; any
-//     number of relays share the work.
-//   - cursor: the same loop, over a pgstore.Store in cursor mode. One relay
-//     at a time, the leader, reads new messages in seq order and keeps a
-//     position instead of marking each message; the store does that behind
-//     store.Queue, and keeps the leader's short lease itself. The relay
-//     marks a published batch in memory (store.MemoryMarker), and hands
-//     the lead over when it stops (store.Resigner). Messages whose publish
-//     failed, and the later ones of their aggregates, are claimed as in
-//     claim mode. See package pgstore, "Cursor mode".
+//   - claim, the default (package [claim]): every relay claims due
+//     messages from a store.Queue and marks each one, as above; any number
+//     of relays share the work. Over pgstore, the mark of a published
+//     batch claims the next batch in the same round trip.
+//   - cursor (package relay/cursor, PostgreSQL): one relay at a time, the
+//     leader, reads new messages in seq order and keeps a position instead
+//     of marking each message, and hands the lead over when it stops.
+//     Messages whose publish failed, and the later ones of their
+//     aggregates, are claimed and marked as in claim mode.
 //   - cdc: package cdc reads the inserts from the write-ahead log; its
-//     table path is a Relay over the aggregates the stream handed to it.
-//
-// A Relay runs whichever of claim and cursor its store is in, and follows
-// a switch between them by itself; cdc needs cdc.Relay.
+//     table path is a Relay over the claim strategy, for the aggregates
+//     the stream handed to it.
 //
 // # Lifecycle
 //
-// [Relay.Start] returns once the store's wake-ups are set up (at once with
-// Config.DisableListen; within pgstore.ListenProbeTimeout, 5s, behind a
-// pooler that does not deliver notifications); [Relay.Stop] stops claiming, waits for
-// outstanding acks up to Config.ShutdownTimeout, releases the leases of
-// whatever was not sent, closes the relay's listening connection, and is
-// safe to call more than once. Once Stop returned, the relay holds no
+// [Relay.Start] returns once the strategy's wake-ups are set up (at once
+// with Config.DisableListen or a strategy without them; within
+// pgstore.ListenProbeTimeout, 5s, behind a pooler that does not deliver
+// notifications); [Relay.Stop] stops claiming, waits for outstanding acks
+// up to Config.ShutdownTimeout, releases the leases of whatever was not
+// sent, closes the strategy after the last mark (a leader hands its lead
+// over) and the relay's listening connection, and is safe to call more
+// than once. Once Stop returned, the relay holds no
 // connection and runs no goroutine, whatever the context Start was given. [Relay.Run]
 // does both around a context, for a main function.
 package relay

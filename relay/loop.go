@@ -23,16 +23,17 @@ const (
 
 // poll is the poller's claim-publish-mark loop, the first worker's. After
 // a claim that found work it claims again at once, so a busy relay never
-// waits; with a store that implements store.MarkClaimer the next claim
-// travels with the mark of the batch just published, in one round trip.
-// Idleness is the poller's too (idler): after empty claims for
+// waits; with a strategy that can (the claim strategy over pgstore) the
+// next claim travels with the mark of the batch just published, in one
+// round trip. Idleness is the poller's too (idler): after empty claims for
 // Config.IdleAfter (claiming every 1 to 2 ms meanwhile) it registers as
-// idle with the store.Notifier, so that writers notify it, claims once
-// more (a commit whose trigger ran before the registration did not
-// notify), and then waits for a notification or PollInterval. Writers pay
-// for NOTIFY (it serializes commits) only while a relay waits idle; under
-// a steady backlog nobody notifies. An idle relay sends about one query per
-// PollInterval. On stop the poller gives back a batch it claimed and did
+// idle with the strategy's wake-ups (Strategy.Wakeups), so that writers
+// notify it, claims once more (a commit whose trigger ran before the
+// registration did not notify), and then waits for a notification or
+// PollInterval; a strategy without wake-ups polls every PollInterval.
+// Writers pay for NOTIFY (it serializes commits) only while a relay waits
+// idle; under a steady backlog nobody notifies. An idle relay sends about
+// one query per PollInterval. On stop the poller gives back a batch it claimed and did
 // not publish, and withdraws its idle registration.
 func (r *Relay) poll() {
 	w := &worker{r: r}
@@ -92,8 +93,8 @@ type worker struct {
 	dbWait time.Duration
 }
 
-// take returns the batch to publish next: the one claimed with the last
-// mark, or a new claim. While the broker is unreachable (the relay's
+// take returns the batch to publish next: the one the strategy claimed
+// with the last mark, or a new claim. While the broker is unreachable (the relay's
 // failure.Pause) it gives a batch claimed before that was known back,
 // rather than let its lease run down, and waits; after a failed claim it
 // waits dbWaitMin, doubling up to dbWaitMax. It reports false when the
@@ -129,8 +130,9 @@ func (w *worker) take() (*batch, bool) {
 }
 
 // publish publishes and marks b, which holds messages. A full batch wakes
-// the other workers (more are due). The mark claims the next batch as well
-// (w.next) when claimAgain, when b was full or while a publish is slow;
+// the other workers (more are due). The worker claims again at once when
+// claimAgain, when b was full or while a publish is slow, and then the
+// mark may claim the next batch as well (w.next, see settleSent);
 // publish reports whether the worker claims again at once for one of these
 // reasons.
 func (w *worker) publish(b *batch, claimAgain bool) bool {
@@ -162,8 +164,9 @@ func (r *Relay) await(woken <-chan struct{}, tick <-chan time.Time) bool {
 	return true
 }
 
-// idler is the poller's idle registration with the store.Notifier, and the
-// quiet polling before it.
+// idler is the poller's idle registration with the strategy's wake-ups (a
+// store.Notifier), and the quiet polling before it. Without wake-ups the
+// poller polls every PollInterval.
 type idler struct {
 	r            *Relay
 	registration time.Duration // how long one registration lasts

@@ -10,7 +10,9 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/internal/lifecycle"
+	"github.com/outbox-dev/outbox/relay/claim"
 	"github.com/outbox-dev/outbox/relay/failure"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -19,14 +21,15 @@ var ErrAlreadyStarted = errors.New("relay: already started")
 
 // Relay moves messages from a store to a sink. Create it with [New].
 type Relay struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	strategy strategy.Strategy // Config.Strategy, or claim.New(Config.Store)
 
 	wake     waker
 	policy   failure.Policy   // what happens to a message whose publish failed
 	pause    *failure.Pause   // the policy's: while the broker is unreachable, nobody claims
 	report   failure.Reporter // logs decided failures, calls Hooks.Failed
-	notifier store.Notifier   // nil unless LISTEN is on and works
+	notifier store.Notifier   // the strategy's Wakeups; nil unless they are on and work
 	rate     rateMeter        // messages claimed per second, for Config.LingerAbove
 	// slow counts the publishes that have waited for acks longer than
 	// Config.SlowPublish: while there are any, every worker claims.
@@ -51,8 +54,12 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{
 		cfg:      cfg,
 		log:      cfg.Logger.With(slog.String("relay", cfg.ID)),
+		strategy: cfg.Strategy,
 		stopping: lifecycle.NewSignal(nil),
 		done:     make(chan struct{}),
+	}
+	if r.strategy == nil {
+		r.strategy = claim.New(cfg.Store)
 	}
 	r.wake.init()
 	r.pause = failure.NewPause(cfg.UnavailableBackoffMax)
@@ -64,9 +71,9 @@ func New(cfg Config) (*Relay, error) {
 // ID returns the relay's instance id, as stored in lease_owner.
 func (r *Relay) ID() string { return r.cfg.ID }
 
-// Start sets up the store's wake-ups (LISTEN, unless
-// Config.DisableListen), launches the workers and returns. Setting up
-// LISTEN takes a round trip, or up to pgstore.ListenProbeTimeout when its
+// Start sets up the strategy's wake-ups (Strategy.Wakeups: LISTEN with
+// pgstore; none with Config.DisableListen), launches the workers and
+// returns. Setting up LISTEN takes a round trip, or up to pgstore.ListenProbeTimeout when its
 // test notification does not arrive (a transaction pooler); the relay
 // then polls. ctx bounds the whole run: when it is done the relay stops as
 // if Stop had been called.
@@ -82,7 +89,7 @@ func (r *Relay) start(ctx context.Context) error {
 	// until ctx ends: Stop alone closes it.
 	listenCtx, stopListening := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if n, ok := r.cfg.Store.(store.Notifier); ok && !r.cfg.DisableListen {
+	if n := r.strategy.Wakeups(); n != nil && !r.cfg.DisableListen {
 		ch, err := n.Notifications(listenCtx)
 		if err != nil {
 			r.log.Warn("LISTEN failed; relying on polling", slog.Any("error", err))
@@ -106,7 +113,7 @@ func (r *Relay) start(ctx context.Context) error {
 	go func() {
 		workers.Wait()
 		r.sendStop()
-		r.resign()
+		r.closeStrategy()
 		stopListening()
 		wg.Wait() // the listening connection is closed
 		close(r.done)
@@ -116,20 +123,16 @@ func (r *Relay) start(ctx context.Context) error {
 	return nil
 }
 
-// resignTimeout bounds the store's Resign when the relay stops.
+// resignTimeout bounds the strategy's Close when the relay stops.
 const resignTimeout = 5 * time.Second
 
-// resign tells a store in which one relay leads (store.Resigner) that this
-// one stops, after its workers made their last marks. A failure only means
-// that another relay takes over when the lead's lease expires.
-func (r *Relay) resign() {
-	rs, ok := r.cfg.Store.(store.Resigner)
-	if !ok {
-		return
-	}
+// closeStrategy closes the strategy once its workers made their last
+// marks: a leader hands its lead over. A failure only means that another
+// relay takes over when the lead's lease expires.
+func (r *Relay) closeStrategy() {
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
-	if err := rs.Resign(ctx); err != nil {
+	if err := r.strategy.Close(ctx); err != nil {
 		r.log.Warn("resign failed; another relay takes over when the lease expires", slog.Any("error", err))
 	}
 }
