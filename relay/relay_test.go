@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/claim"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -377,7 +378,8 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		field string
 		cfg   relay.Config
 	}{
-		{"Store", relay.Config{Sink: s}},
+		{"Store/Strategy", relay.Config{Sink: s}},
+		{"Store/Strategy", relay.Config{Store: nopQueue{}, Strategy: claim.New(nopQueue{}), Sink: s}},
 		{"PublishTimeout", relay.Config{Store: nopQueue{}, Sink: s, Lease: 2 * time.Second, PublishTimeout: 3 * time.Second}},
 		{"Lease", relay.Config{Store: nopQueue{}, Sink: s, Lease: 10 * time.Millisecond}},
 		{"BatchSize", relay.Config{Store: nopQueue{}, Sink: s, BatchSize: -1}},
