@@ -133,7 +133,7 @@ func (r *Relay) closeStrategy() {
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	if err := r.strategy.Close(ctx); err != nil {
-		r.log.Warn("resign failed; another relay takes over when the lease expires", slog.Any("error", err))
+		r.log.Warn("closing the strategy failed; a lead it held passes on when its lease expires", slog.Any("error", err))
 	}
 }
 
