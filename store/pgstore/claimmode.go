@@ -66,12 +66,13 @@ func (m *claimModes) checkDue() bool {
 	return true
 }
 
-// checked takes the result of a check: whether cursor mode is on, and
-// whether outbox_cursor exists.
+// checked takes the result of a check: whether cursor mode is on.
 func (m *claimModes) checked(active bool) {
 	m.set(active, false)
 }
 
+// set records a read of the mode: whether cursor mode is on, and whether
+// outbox_cursor is missing.
 func (m *claimModes) set(active, noCursor bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
