@@ -15,14 +15,24 @@ import (
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // startPolling runs the polling relay on the test's outbox until stop is
-// called.
+// called: on the store, or on a Cursor of it when the outbox is in cursor
+// mode, as 'outbox relay' does.
 func (e *env) startPolling(s sink.Sink) (stop func()) {
 	e.t.Helper()
-	r, err := relay.New(relay.Config{Store: e.store, Sink: s, PollInterval: 50 * time.Millisecond,
+	m, err := e.store.Mode(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var q store.Queue = e.store
+	if m.Mode == pgstore.ModeCursor {
+		q = e.store.Cursor()
+	}
+	r, err := relay.New(relay.Config{Store: q, Sink: s, PollInterval: 50 * time.Millisecond,
 		Lease: 5 * time.Second, Logger: quietLogger()})
 	if err != nil {
 		e.t.Fatal(err)

@@ -48,6 +48,9 @@ func TestRelay_StartStop_LeavesNoConnectionOrGoroutine(t *testing.T) {
 			}
 			s := &fakeSink{}
 			cfg := fastConfig(b, s)
+			if mode.cursor {
+				cfg.Store = st.Cursor()
+			}
 			cfg.Logger = testLogger(t)
 			r, err := relay.New(cfg)
 			if err != nil {

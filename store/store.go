@@ -129,8 +129,8 @@ type MarkClaimer interface {
 	MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p ClaimParams) (int64, Claim, error)
 }
 
-// Resigner is implemented by stores in which one relay at a time leads
-// (pgstore in cursor mode: the leader reads the outbox like a log). The
+// Resigner is implemented by queues in which one relay at a time leads
+// (pgstore.Cursor: the leader reads the outbox like a log). The
 // relay calls Resign once when it stops, after its last mark, so that the
 // store saves its progress and another relay can take over at once instead
 // of after a lease. A store that does not lead does nothing.
@@ -138,9 +138,9 @@ type Resigner interface {
 	Resign(ctx context.Context) error
 }
 
-// MemoryMarker is implemented by stores that may record MarkSent in memory
-// and write it to the database later in bulk (pgstore in cursor mode, whose
-// leader keeps a position). While MarksInMemory reports true, the relay
+// MemoryMarker is implemented by queues that may record MarkSent in memory
+// and write it to the database later in bulk (pgstore.Cursor, whose leader
+// keeps a position). While MarksInMemory reports true, the relay
 // marks a published batch with MarkSent and then claims the next one with
 // Claim, instead of MarkSentAndClaim: the mark costs no round trip, and the
 // batch's acknowledgement does not wait for the next claim.

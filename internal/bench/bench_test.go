@@ -410,3 +410,28 @@ func TestHuman_GroupsThousands(t *testing.T) {
 		}
 	}
 }
+
+// In cursor mode (--cursor) the drain's loops, the relays and the claim
+// phase run on a Cursor of the store, as relays do: the backlogs drain,
+// every claim finds its batch, and the live writes are acknowledged.
+func TestRun_CursorMode_DrainsClaimsAndServes(t *testing.T) {
+	t.Parallel()
+	cfg := tinyConfig()
+	cfg.Phases = []Phase{PhaseDrain, PhaseClaim, PhaseSteady}
+	cfg.Cursor = true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if d := rep.Drain; d == nil || d.CeilingPerSecond <= 0 || d.OneRelayPerSecond <= 0 || d.RelaysPerSecond <= 0 {
+		t.Errorf("drain in cursor mode: %+v", d)
+	}
+	if c := rep.Claim; c == nil || c.Empty.P99Ms <= 0 || c.History.P99Ms <= 0 {
+		t.Errorf("claims in cursor mode: %+v", c)
+	}
+	if s := rep.Steady; s == nil || s.CommitToAck.Count == 0 || s.Unacked != 0 {
+		t.Errorf("steady in cursor mode: %+v", s)
+	}
+}

@@ -162,10 +162,11 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 	// The claims are those of a relay started now on this table: a new
 	// Store, which knows no claim floor yet (pgx's statement cache is per
 	// connection, so the statements stay prepared).
-	ts, err := r.newStore(tp, s.schema)
+	st, err := r.newStore(tp, s.schema)
 	if err != nil {
 		return ct, err
 	}
+	ts := r.relayQueue(st)
 
 	times := make([]time.Duration, 0, r.cfg.Claims)
 	seqs := make([]int64, 0, r.cfg.Relay.BatchSize)
@@ -200,10 +201,11 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 // warmClaims prepares the relay's statements on both connections of pool
 // with a claim on each (the table is empty: they claim nothing).
 func (r *runner) warmClaims(ctx context.Context, pool *pgxpool.Pool, schema string, p store.ClaimParams) error {
-	ws, err := r.newStore(pool, schema)
+	st, err := r.newStore(pool, schema)
 	if err != nil {
 		return err
 	}
+	ws := r.relayQueue(st)
 	held, err := pool.Acquire(ctx) // the claim runs on the other connection
 	if err != nil {
 		return fmt.Errorf("warm-up: %w", err)
@@ -221,9 +223,9 @@ func (r *runner) warmClaims(ctx context.Context, pool *pgxpool.Pool, schema stri
 	if err != nil {
 		return fmt.Errorf("warm-up claim: %w", err)
 	}
-	// In cursor mode the warm-up store led the cursor: let the timed one
-	// lead at once.
-	if err := ws.Resign(ctx); err != nil {
+	// In cursor mode the warm-up Cursor led: let the timed one lead at
+	// once.
+	if err := resign(ctx, ws); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	return nil

@@ -64,6 +64,7 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 		return 0, cpuUse{}, err
 	}
 	want := int64(r.cfg.Backlog)
+	q := r.relayQueue(s.store)
 	var marked atomic.Int64
 	loopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -76,7 +77,7 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 		start := time.Now()
 		for range loops {
 			wg.Go(func() {
-				if err := r.claimMarkLoop(loopCtx, s.store, batch, &marked, want); err != nil && loopCtx.Err() == nil {
+				if err := r.claimMarkLoop(loopCtx, q, batch, &marked, want); err != nil && loopCtx.Err() == nil {
 					errOnce.Do(func() { loopErr = err })
 					cancel()
 				}
@@ -92,9 +93,9 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 	if err != nil {
 		return 0, cpuUse{}, err
 	}
-	// As a relay does when it stops: in cursor mode the store saves its
+	// As a relay does when it stops: in cursor mode the Cursor saves its
 	// position (in claim mode nothing happens).
-	if err := s.store.Resign(ctx); err != nil {
+	if err := resign(ctx, q); err != nil {
 		return 0, cpuUse{}, err
 	}
 	if err := s.checkAllSent(ctx, want); err != nil {

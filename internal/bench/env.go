@@ -413,7 +413,7 @@ func (r *runner) startRelay(ctx context.Context, s *scenario, id string, log *ac
 		pool.Close()
 		return nil, err
 	}
-	rc.Store, rc.Sink, rc.ID = st, withTimes(snk, log), id
+	rc.Store, rc.Sink, rc.ID = r.relayQueue(st), withTimes(snk, log), id
 	rc.Hooks = chainHooks(rc.Hooks, hooks)
 	rl, err := relay.New(rc)
 	if err == nil {

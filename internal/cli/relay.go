@@ -182,10 +182,10 @@ start when the outbox records another mode, naming both and the switch
 }
 
 // runRelay checks every setting before it touches the network, then runs
-// the relay until the command's context is done.
-// It runs pgstore's relay, which follows claim and cursor mode by itself;
-// for an outbox in CDC mode it returns errRecordedCDC, or refuses (see
-// checkMode).
+// the relay until the command's context is done: on the Store in claim
+// mode, on a Cursor of it in cursor mode (the mode the outbox records when
+// the relay starts). For an outbox in CDC mode it returns errRecordedCDC,
+// or refuses (see checkMode).
 func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags, cf *cdcFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
@@ -238,8 +238,16 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		return err
 	}
 	if ctx.Err() == nil {
-		if err := a.checkMode(ctx, st, cf, false); err != nil {
+		m, err := a.checkMode(ctx, st, cf, false)
+		if err != nil {
 			return err
+		}
+		if m == pgstore.ModeCursor {
+			// One relay leads the cursor, the others stand by.
+			cfg.Store = st.Cursor()
+			if r, err = relay.New(cfg); err != nil {
+				return err
+			}
 		}
 		if err := r.Run(ctx); err != nil {
 			return fmt.Errorf("relay %s: %w", r.ID(), err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -150,10 +151,12 @@ func TestPlainSQLRowWithHeadersNotStrings_DeadLettersAndTheOthersArePublished(t 
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
+			var q store.Queue = e.store
 			if mode == "cursor" {
 				if err := e.store.EnableCursor(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				q = e.store.Cursor()
 			}
 			before, behind, after := seqMessage("A", 0), seqMessage("B", 1), seqMessage("C", 0)
 			for _, m := range []*outbox.Message{&before, &behind, &after} {
@@ -163,7 +166,7 @@ func TestPlainSQLRowWithHeadersNotStrings_DeadLettersAndTheOthersArePublished(t 
 			bad := e.insertRowUnchecked("B", `{"x": 1}`)
 			e.enqueue(behind)
 			e.enqueue(after)
-			runRelay(t, e.store, e.addrs, e.topic, nil, nil)
+			runRelay(t, q, e.addrs, e.topic, nil, nil)
 
 			e.waitStatus(bad, outbox.StatusDeadLetter, 30*time.Second)
 			dead := e.status(bad)

@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -36,7 +37,7 @@ func seqMessage(agg string, n int) outbox.Message {
 }
 
 // runRelay runs an in-process relay with a Kafka sink until the test ends.
-func runRelay(t *testing.T, st *pgstore.Store, addrs []string, topic string, mod func(*relay.Config), wrap func(sink.Sink) sink.Sink) {
+func runRelay(t *testing.T, q store.Queue, addrs []string, topic string, mod func(*relay.Config), wrap func(sink.Sink) sink.Sink) {
 	t.Helper()
 	ks, err := kafka.New(kafka.Config{Brokers: addrs, DefaultTopic: topic, AllowAutoTopicCreation: true, Logger: quietLogger()})
 	if err != nil {
@@ -46,7 +47,7 @@ func runRelay(t *testing.T, st *pgstore.Store, addrs []string, topic string, mod
 	if wrap != nil {
 		s = wrap(ks)
 	}
-	cfg := relay.Config{Store: st, Sink: s, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
+	cfg := relay.Config{Store: q, Sink: s, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
 		RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Logger: quietLogger()}
 	if mod != nil {
 		mod(&cfg)

@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -45,10 +46,12 @@ func testMissingTopic(t *testing.T, cursor bool) {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	var q store.Queue = st
 	if cursor {
 		if err := st.EnableCursor(ctx); err != nil {
 			t.Fatal(err)
 		}
+		q = st.Cursor()
 	}
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", NoAutoCreateTopics: true, SeedTopics: []string{"orders"}, Logger: quietLogger()})
 	if err != nil {
@@ -62,7 +65,7 @@ func testMissingTopic(t *testing.T, cursor bool) {
 	}
 	t.Cleanup(func() { ks.Close() }) // after the relay stopped
 	counted := &countingSink{Sink: ks}
-	startTestRelay(t, relay.Config{Store: st, Sink: counted, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
+	startTestRelay(t, relay.Config{Store: q, Sink: counted, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
 		RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 2, Logger: quietLogger()})
 
 	e := &env{t: t, pool: pool, store: st, schema: schema, addrs: b.Addrs(), topic: "orders"}

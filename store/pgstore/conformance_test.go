@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 	"github.com/outbox-dev/outbox/store/storetest"
 )
@@ -26,10 +27,15 @@ func TestConformancePartitioned(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(setupPartitioned(t, time.Hour)) })
 }
 
-// harness is the suite's view of b.
+// harness is the suite's view of b: its Cursor in cursor mode, else its
+// Store.
 func harness(b *bundle) storetest.Harness {
+	var q store.Queue = b.store
+	if b.cursor != nil {
+		q = b.cursor
+	}
 	return storetest.Harness{
-		Queue: b.store,
+		Queue: q,
 		Enqueue: func(ctx context.Context, msgs ...outbox.Message) error {
 			return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 				return b.store.Enqueue(ctx, tx, msgs...)
@@ -50,8 +56,8 @@ func harness(b *bundle) storetest.Harness {
 	}
 }
 
-// TestConformanceCursor runs the suite on an outbox in cursor mode
-// (EnableCursor): the store leads the cursor and claims from its window.
+// TestConformanceCursor runs the suite on a Cursor of an outbox in cursor
+// mode (EnableCursor): it leads the cursor and claims from its window.
 func TestConformanceCursor(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		// Saving the position with every mark, so that Get shows a sent
@@ -62,7 +68,8 @@ func TestConformanceCursor(t *testing.T) {
 	})
 }
 
-// setupCursor is setup with cfg, in cursor mode.
+// setupCursor is setup with cfg, in cursor mode, with a Cursor of the
+// store (b.cursor).
 func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
 	t.Helper()
 	b := setup(t)
@@ -78,6 +85,18 @@ func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
 	if err := s.EnableCursor(testCtx(t)); err != nil {
 		t.Fatalf("EnableCursor: %v", err)
 	}
-	b.store = s
+	b.store, b.cursor = s, s.Cursor()
 	return b
+}
+
+// newCursor returns a Cursor of a new Store on b's pool and outbox, with
+// cfg (its Schema set to b's): another relay.
+func (b *bundle) newCursor(t *testing.T, cfg pgstore.Config) *pgstore.Cursor {
+	t.Helper()
+	cfg.Schema = b.schema
+	s, err := pgstore.New(b.pool, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s.Cursor()
 }

@@ -53,15 +53,11 @@ const cursorGapGrace = time.Second
 // seqs are rolled back).
 const cursorMaxGaps = 10000
 
-// modeCheckInterval is how often a store in claim mode checks whether
-// cursor mode was turned on, and a standby tries to lead.
-const modeCheckInterval = 5 * time.Second
-
 // ErrCursorMode is wrapped by the errors of [EnableCursor] and
 // [DisableCursor] when the outbox cannot switch.
 var ErrCursorMode = errors.New("pgstore: cursor mode")
 
-// mode is what a Store knows about the outbox's relay mode.
+// mode is what a Cursor knows about the outbox's relay mode.
 type mode uint8
 
 const (
@@ -70,7 +66,7 @@ const (
 	modeCursor
 )
 
-// cursorState is a Store's cursor-mode state. db serialises the round
+// cursorState is a Cursor's state. db serialises the round
 // trips that read or change the cursor's messages, so that each sees the
 // effects of the one before (a read after a failure sees the failed
 // message in the table path); mu guards the fields, and is never held
@@ -97,7 +93,7 @@ type cursorState struct {
 	// (cursorlease.go).
 	keepStop context.CancelFunc
 	keepDone chan struct{}
-	// claimed is when a claim last came in (UnixNano): a lead whose store
+	// claimed is when a claim last came in (UnixNano): a lead whose Cursor
 	// gets no claim for leadIdleLimit is given up (cursorlease.go).
 	claimed atomic.Int64
 
@@ -131,91 +127,91 @@ func (cs *cursorState) holdsTable(token uuid.UUID) bool {
 	return ok
 }
 
-// cursorTrip is markAndClaim in cursor mode: the marks of seqs under token
+// cursorTrip is a Cursor's marks and claims: the marks of seqs under token
 // (in memory for cursor messages, in the table for table-path ones) and,
 // if p is not nil, a claim: cursor messages from the leader's window
 // (after a read if it holds too few) and due table-path messages (every
 // FullClaimInterval), in one round trip with whatever the cursor needs to
 // write (its position and lease, messages moving to the table path).
-func (s *Store) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
-	var c store.Claim
+func (c *Cursor) cursorTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
+	var cl store.Claim
 	if p != nil {
 		if p.Lease < time.Millisecond {
-			return 0, c, fmt.Errorf("pgstore: claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
+			return 0, cl, fmt.Errorf("pgstore: claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
 		}
 		var err error
-		if c.Token, err = uuid.NewRandom(); err != nil {
-			return 0, c, fmt.Errorf("new token: %w", err)
+		if cl.Token, err = uuid.NewRandom(); err != nil {
+			return 0, cl, fmt.Errorf("new token: %w", err)
 		}
 	}
-	cs := &s.cursor
+	cs := &c.cs
 	if p == nil {
 		// A mark alone: cursor messages are acknowledged in memory, without
 		// waiting for a round trip another claim may have under way.
 		cs.mu.Lock()
 		var marked int64
-		cs.checkLease(s, time.Now())
+		c.checkLease(time.Now())
 		if cs.leader {
 			marked = cs.win.ack(token, seqs)
 		}
-		done := !cs.holdsTable(token) && (!cs.leader || s.cursorSaveInterval() >= 0)
+		done := !cs.holdsTable(token) && (!cs.leader || c.s.cursorSaveInterval() >= 0)
 		cs.mu.Unlock()
 		if done {
-			return marked, c, nil
+			return marked, cl, nil
 		}
 		// Table-path messages to mark, or a save with every mark: a round
 		// trip (which finds the cursor messages acknowledged already).
 		cs.db.Lock()
 		defer cs.db.Unlock()
-		n, c, _, err := s.cursorRoundTrip(ctx, token, seqs, p, c)
-		return marked + n, c, err
+		n, cl, _, err := c.cursorRoundTrip(ctx, token, seqs, p, cl)
+		return marked + n, cl, err
 	}
 	cs.db.Lock()
 	defer cs.db.Unlock()
-	marked, c, won, err := s.cursorRoundTrip(ctx, token, seqs, p, c)
+	marked, cl, won, err := c.cursorRoundTrip(ctx, token, seqs, p, cl)
 	if err == nil && won && p != nil {
 		// Just became the leader: read at once rather than at the next
 		// claim.
-		_, c, _, err = s.cursorRoundTrip(ctx, uuid.Nil, nil, p, c)
+		_, cl, _, err = c.cursorRoundTrip(ctx, uuid.Nil, nil, p, cl)
 	}
-	return marked, c, err
+	return marked, cl, err
 }
 
 // cursorRoundTrip is one round trip of cursorTrip; it reports whether the
-// store became the leader in it. cs.db is held.
-func (s *Store) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
-	plan := s.planCursorTrip(token, seqs, p, time.Now())
-	return s.runCursorPlan(ctx, &plan, p, c)
+// Cursor became the leader in it. cs.db is held.
+func (c *Cursor) cursorRoundTrip(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams, cl store.Claim) (int64, store.Claim, bool, error) {
+	plan := c.planCursorTrip(token, seqs, p, time.Now())
+	return c.runCursorPlan(ctx, &plan, p, cl)
 }
 
 // runCursorPlan sends what plan holds, if anything, in one round trip and
 // takes its result into the cursor's state, as cursorRoundTrip. What the
 // leader writes is fenced by plan.leaderTok in the database, whatever the
-// store learnt since it planned. cs.db is held.
-func (s *Store) runCursorPlan(ctx context.Context, plan *cursorPlan, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool, error) {
+// Cursor learnt since it planned. cs.db is held.
+func (c *Cursor) runCursorPlan(ctx context.Context, plan *cursorPlan, p *store.ClaimParams, cl store.Claim) (int64, store.Claim, bool, error) {
 	if !plan.sends() {
 		// Nothing to send: the marks were in memory, and the window holds
 		// enough for the claim.
-		cs := &s.cursor
+		cs := &c.cs
 		cs.mu.Lock()
 		defer cs.mu.Unlock()
 		marked := cs.ackLeading(plan.leaderTok, plan.token, plan.seqs)
-		return marked, s.cursorHandOut(c, p, plan.leaderTok, nil), false, nil
+		return marked, c.cursorHandOut(cl, p, plan.leaderTok, nil), false, nil
 	}
-	b := s.relayBatch()
-	reply := s.queueCursorTrip(b, plan, p, c.Token)
+	b := c.s.relayBatch()
+	reply := c.queueCursorTrip(b, plan, p, cl.Token)
 	if reply.scan != nil {
 		defer reply.scan.done()
 	}
-	if err := s.sendCursorTrip(ctx, b, reply); err != nil {
+	if err := c.sendCursorTrip(ctx, b, reply); err != nil {
 		// Nothing of the round trip counts, not even the marks of cursor
 		// messages (a caller treats the batch as not marked and marks it
 		// again). A lost reply may hide a committed save or takeover; the
 		// lease then simply runs out.
-		return 0, c, false, err
+		return 0, cl, false, err
 	}
-	marked, c, won := s.applyCursorTrip(plan, reply, p, c)
-	return marked, c, won, nil
+	marked, cl, won := c.applyCursorTrip(plan, reply, p, cl)
+	return marked, cl, won, nil
 }
 
 // cursorPlan is what one round trip of cursorTrip sends, decided from the
@@ -253,32 +249,32 @@ func (pl *cursorPlan) sends() bool {
 // read of the leader's window or a standby's attempt to lead, and the
 // table path's claim when due; and the leader's save when due. It takes
 // cs.mu.
-func (s *Store) planCursorTrip(token uuid.UUID, seqs []int64, p *store.ClaimParams, now time.Time) cursorPlan {
-	cs := &s.cursor
+func (c *Cursor) planCursorTrip(token uuid.UUID, seqs []int64, p *store.ClaimParams, now time.Time) cursorPlan {
+	cs := &c.cs
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	plan := cursorPlan{token: token, seqs: seqs, tableSeqs: seqs, leaderTok: cs.token}
 	if p != nil {
-		cs.lease = s.leaderLease()
+		cs.lease = c.s.leaderLease()
 	}
 	if cs.owner == "" && p != nil {
 		cs.owner = p.Owner
 	}
-	cs.checkLease(s, now)
+	c.checkLease(now)
 	if !cs.holdsTable(token) {
 		plan.tableSeqs = nil // no table-path message was claimed under token
 	}
 	if p != nil && p.Limit >= 1 {
 		if cs.leader {
-			s.planRead(&plan, p.Limit, now)
-		} else if now.Sub(cs.checkedAt) >= s.standbyInterval() {
+			c.planRead(&plan, p.Limit, now)
+		} else if now.Sub(cs.checkedAt) >= c.s.standbyInterval() {
 			plan.tryLead, plan.leadToken = true, uuid.New()
 			cs.checkedAt = now
 		}
-		plan.tableClaim = cs.tableMore || now.Sub(cs.lastTable) >= s.fullClaimInterval()
+		plan.tableClaim = cs.tableMore || now.Sub(cs.lastTable) >= c.s.fullClaimInterval()
 	}
 	if cs.leader {
-		s.planSave(&plan, now)
+		c.planSave(&plan, now)
 	}
 	return plan
 }
@@ -286,13 +282,13 @@ func (s *Store) planCursorTrip(token uuid.UUID, seqs []int64, p *store.ClaimPara
 // planRead plans the leader's read when its window holds fewer eligible
 // records than a claim of limit: above the head only while the window has
 // room, the gaps in any case, so that they can close. cs.mu is held.
-func (s *Store) planRead(plan *cursorPlan, limit int, now time.Time) {
-	w := s.cursor.win
+func (c *Cursor) planRead(plan *cursorPlan, limit int, now time.Time) {
+	w := c.cs.win
 	w.expire(now)
 	if w.eligible(limit) >= limit {
 		return
 	}
-	if w.open() < s.cursorReadAhead() && len(w.gaps) < cursorMaxGaps {
+	if w.open() < c.s.cursorReadAhead() && len(w.gaps) < cursorMaxGaps {
 		plan.headLimit = limit
 	}
 	plan.read = plan.headLimit > 0 || len(w.gaps) > 0
@@ -317,7 +313,7 @@ type cursorReply struct {
 
 // queueCursorTrip queues what plan sends into b, the leader's read first;
 // the table path's claim is made under claimTok.
-func (s *Store) queueCursorTrip(b *pgx.Batch, plan *cursorPlan, p *store.ClaimParams, claimTok uuid.UUID) *cursorReply {
+func (c *Cursor) queueCursorTrip(b *pgx.Batch, plan *cursorPlan, p *store.ClaimParams, claimTok uuid.UUID) *cursorReply {
 	r := &cursorReply{}
 	// The read comes first: the bound of the gaps it finds is a
 	// transaction id it takes after its snapshot (queries/cursor_read.sql),
@@ -327,33 +323,33 @@ func (s *Store) queueCursorTrip(b *pgx.Batch, plan *cursorPlan, p *store.ClaimPa
 	// writer still open, and lose its message.
 	if plan.read {
 		r.read.sent = time.Now()
-		s.queueCursorRead(b, plan.readFrom, plan.headLimit, plan.gapLo, plan.gapHi, plan.gapLimit, &r.read)
+		c.s.queueCursorRead(b, plan.readFrom, plan.headLimit, plan.gapLo, plan.gapHi, plan.gapLimit, &r.read)
 	}
 	if plan.save {
-		s.queueCursorSave(b, plan, r)
+		c.queueCursorSave(b, plan, r)
 	}
 	if len(plan.tabling) > 0 {
-		b.Queue(s.q.cursorTable, plan.leaderTok, plan.tabling)
+		b.Queue(c.s.q.cursorTable, plan.leaderTok, plan.tabling)
 	}
 	if len(plan.tableSeqs) > 0 {
-		b.Queue(s.q.markSent, plan.tableSeqs, plan.token).Exec(func(t pgconn.CommandTag) error { r.marked += t.RowsAffected(); return nil })
+		b.Queue(c.s.q.markSent, plan.tableSeqs, plan.token).Exec(func(t pgconn.CommandTag) error { r.marked += t.RowsAffected(); return nil })
 	}
 	if plan.tryLead {
-		b.Queue(s.q.cursorState, p.Owner, plan.leadToken, s.cursor.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
+		b.Queue(c.s.q.cursorState, p.Owner, plan.leadToken, c.cs.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
 			return r.lead.scan(row, &r.active)
 		})
 	}
 	if plan.tableClaim {
-		r.scan = s.queueTableClaim(b, p, claimTok, &r.tableRecs)
+		r.scan = c.s.queueTableClaim(b, p, claimTok, &r.tableRecs)
 	}
 	return r
 }
 
 // sendCursorTrip sends the round trip b and waits until it committed, or
 // failed; r.sent is when it was sent.
-func (s *Store) sendCursorTrip(ctx context.Context, b *pgx.Batch, r *cursorReply) error {
+func (c *Cursor) sendCursorTrip(ctx context.Context, b *pgx.Batch, r *cursorReply) error {
 	r.sent = time.Now()
-	br := s.pool.SendBatch(ctx, b)
+	br := c.s.pool.SendBatch(ctx, b)
 	if r.pauseSave {
 		// The batch is on the wire: the server runs the save's UPDATE and
 		// then pauses before the commit. A crash test kills the process now.
@@ -363,18 +359,18 @@ func (s *Store) sendCursorTrip(ctx context.Context, b *pgx.Batch, r *cursorReply
 }
 
 // applyCursorTrip takes what a committed round trip returned into the
-// cursor's state and fills claim c. It returns how many messages were
-// marked and whether the store became the leader. It takes cs.mu.
-func (s *Store) applyCursorTrip(plan *cursorPlan, r *cursorReply, p *store.ClaimParams, c store.Claim) (int64, store.Claim, bool) {
-	cs := &s.cursor
+// cursor's state and fills claim cl. It returns how many messages were
+// marked and whether the Cursor became the leader. It takes cs.mu.
+func (c *Cursor) applyCursorTrip(plan *cursorPlan, r *cursorReply, p *store.ClaimParams, cl store.Claim) (int64, store.Claim, bool) {
+	cs := &c.cs
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	// The marks of cursor messages count once the round trip did: then the
 	// read below may hand out the next message of their aggregates.
 	marked := r.marked + cs.ackLeading(plan.leaderTok, plan.token, plan.seqs)
-	s.applyTablePath(plan, r)
-	if plan.save && !s.applySave(plan, r) {
-		return marked, s.cursorHandOut(c, p, uuid.Nil, r.tableRecs), false
+	c.applyTablePath(plan, r)
+	if plan.save && !c.applySave(plan, r) {
+		return marked, c.cursorHandOut(cl, p, uuid.Nil, r.tableRecs), false
 	}
 	if plan.read && cs.leader && cs.token == plan.leaderTok {
 		// The read came first in the round trip, before the save moved
@@ -391,19 +387,19 @@ func (s *Store) applyCursorTrip(plan *cursorPlan, r *cursorReply, p *store.Claim
 		// its window with it: nothing is left to update.
 		cs.win.tabled(plan.tabling)
 	}
-	won := plan.tryLead && cs.applyLeadAttempt(s, plan.leadToken, p.Owner, r)
-	return marked, s.cursorHandOut(c, p, cs.token, r.tableRecs), won
+	won := plan.tryLead && c.applyLeadAttempt(plan.leadToken, p.Owner, r)
+	return marked, c.cursorHandOut(cl, p, cs.token, r.tableRecs), won
 }
 
 // applyTablePath takes the table path's part of a committed round trip:
 // its claim, and its marks, after which the next message of each marked
 // message's aggregate is the head. cs.mu is held.
-func (s *Store) applyTablePath(plan *cursorPlan, r *cursorReply) {
-	cs := &s.cursor
+func (c *Cursor) applyTablePath(plan *cursorPlan, r *cursorReply) {
+	cs := &c.cs
 	if plan.tableClaim {
 		cs.lastTable = r.sent
 		cs.tableMore = len(r.tableRecs) > 0
-		s.floor.end(*r.scan)
+		c.s.floor.end(*r.scan)
 	}
 	if len(plan.tableSeqs) > 0 {
 		// Marking table-path messages sent makes the next message of each
@@ -415,36 +411,36 @@ func (s *Store) applyTablePath(plan *cursorPlan, r *cursorReply) {
 	}
 }
 
-// cursorHandOut fills claim c (p nil: no claim) with the table-path
+// cursorHandOut fills claim cl (p nil: no claim) with the table-path
 // messages claimed and as many eligible cursor messages as fit, and
 // remembers which claims hold table-path messages. cs.mu is held.
-func (s *Store) cursorHandOut(c store.Claim, p *store.ClaimParams, leaderTok uuid.UUID, tableRecs []outbox.Record) store.Claim {
-	cs := &s.cursor
+func (c *Cursor) cursorHandOut(cl store.Claim, p *store.ClaimParams, leaderTok uuid.UUID, tableRecs []outbox.Record) store.Claim {
+	cs := &c.cs
 	if p == nil || p.Limit < 1 {
-		return c
+		return cl
 	}
-	recs := c.Records // from an earlier round trip of the same claim
+	recs := cl.Records // from an earlier round trip of the same claim
 	for _, r := range tableRecs {
 		if cs.leader && cs.win.holds(r.AggregateType, r.AggregateID) {
 			// An earlier message of the aggregate is still the leader's to
 			// publish. It should not happen (the table path is entered
 			// only behind a failure); if it does, the lease of this claim
 			// runs out and a later claim takes it in order.
-			s.cfg.Logger.Warn("pgstore: table-path message held back behind a cursor message of its aggregate",
+			c.s.cfg.Logger.Warn("pgstore: table-path message held back behind a cursor message of its aggregate",
 				slog.Int64("seq", r.Seq), slog.String("aggregate_id", r.AggregateID))
 			continue
 		}
 		recs = append(recs, r)
 	}
 	if len(tableRecs) > 0 {
-		cs.rememberTableClaim(c.Token, time.Now().Add(p.Lease))
+		cs.rememberTableClaim(cl.Token, time.Now().Add(p.Lease))
 	}
 	if cs.leader && cs.token == leaderTok && len(recs) < p.Limit {
-		recs = append(recs, cs.win.handOut(p.Limit-len(recs), c.Token, p.Owner, time.Now().Add(p.Lease))...)
+		recs = append(recs, cs.win.handOut(p.Limit-len(recs), cl.Token, p.Owner, time.Now().Add(p.Lease))...)
 	}
 	sortBySeq(recs)
-	c.Records = recs
-	return c
+	cl.Records = recs
+	return cl
 }
 
 func (s *Store) cursorSaveInterval() time.Duration {

@@ -55,7 +55,7 @@ func TestCursor_ARelayDrainsHotAggregatesThroughTheTablePathAtOnce(t *testing.T)
 	}
 	b.enqueue(t, msgs...)
 	// The heads fail once; everything behind them enters the table path.
-	c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: time.Minute})
+	c, err := b.cursor.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: time.Minute})
 	if err != nil || len(c.Records) != 4 {
 		t.Fatalf("claim = %v, %v; want the 4 heads", seqsOf(c.Records), err)
 	}
@@ -63,18 +63,15 @@ func TestCursor_ARelayDrainsHotAggregatesThroughTheTablePathAtOnce(t *testing.T)
 	for _, r := range c.Records {
 		failures = append(failures, store.Failure{Seq: r.Seq, Error: "broker unreachable"})
 	}
-	if n, err := b.store.MarkFailed(ctx, c.Token, failures); err != nil || n != 4 {
+	if n, err := b.cursor.MarkFailed(ctx, c.Token, failures); err != nil || n != 4 {
 		t.Fatalf("MarkFailed = %d, %v", n, err)
 	}
-	if err := b.store.Resign(ctx); err != nil {
+	if err := b.cursor.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	snk := &recordingSink{byAgg: map[string][]int64{}}
-	st, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.newCursor(t, pgstore.Config{})
 	rl, err := relay.New(relay.Config{Store: st, Sink: snk, ID: "drainer", PollInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

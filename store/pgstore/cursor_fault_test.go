@@ -23,23 +23,23 @@ func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
 	// claim), so that the cancelled one fails.
 	b := setupCursor(t, pgstore.Config{FullClaimInterval: -1})
 	seq := b.enqueue(t, msg("Order", "a"))
-	c := cursorClaim(t, b.store, "A")
+	c := cursorClaim(t, b.cursor, "A")
 	if len(c.Records) != 1 {
 		t.Fatalf("claimed %v, want %v", seqsOf(c.Records), seq)
 	}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
-	if _, _, err := b.store.MarkSentAndClaim(ctx, c.Token, seq, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease}); err == nil {
+	if _, _, err := b.cursor.MarkSentAndClaim(ctx, c.Token, seq, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease}); err == nil {
 		t.Fatal("MarkSentAndClaim with a cancelled context succeeded; the test needs a failed round trip")
 	}
-	n, err := b.store.MarkSent(testCtx(t), c.Token, seq)
+	n, err := b.cursor.MarkSent(testCtx(t), c.Token, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
 		t.Errorf("MarkSent after the failed MarkSentAndClaim = %d, want 1: the relay would report the message as fenced", n)
 	}
-	if leading, _ := b.store.Leading(); !leading {
+	if leading, _ := b.cursor.Leading(); !leading {
 		t.Error("the store lost the lead")
 	}
 }
@@ -57,7 +57,7 @@ func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
 func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	ctx := testCtx(t)
-	cursorClaim(t, b.store, "A") // A leads
+	cursorClaim(t, b.cursor, "A") // A leads
 	for attempt := range 10 {
 		// older gets its id first; late gets a newer one and takes its
 		// seq; older then takes a higher seq and commits, and the leader
@@ -77,14 +77,14 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 		if err := older.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
 		lateSeq := b.seqOf(t, lateTx, late.ID)
 		// However long late stays open (past the gap grace of 1 s), the
 		// position stays below its seq.
 		deadline := time.Now().Add(1500 * time.Millisecond)
 		for time.Now().Before(deadline) {
-			markSent(t, b.store, cursorClaim(t, b.store, "A"))
-			if leading, pos := b.store.Leading(); leading && pos >= lateSeq {
+			markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
+			if leading, pos := b.cursor.Leading(); leading && pos >= lateSeq {
 				t.Fatalf("attempt %d: position %d passed seq %d of a transaction still open (the message is lost when it commits)", attempt, pos, lateSeq)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -92,7 +92,7 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 		if err := lateTx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := claimUntil(t, b.store, "A", lateSeq); !slices.Contains(got, lateSeq) {
+		if got := claimUntil(t, b.cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
 			t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
 		}
 	}
@@ -107,7 +107,7 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
 	ctx := testCtx(t)
-	claimUntil(t, b.store, "A", b.enqueue(t, msg("Order", "first"))...) // A leads, and has a save due
+	claimUntil(t, b.cursor, "A", b.enqueue(t, msg("Order", "first"))...) // A leads, and has a save due
 
 	lock, err := b.pool.Begin(ctx)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	claimed := make(chan store.Claim, 1)
 	go func() {
-		c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease})
+		c, err := b.cursor.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease})
 		if err != nil {
 			t.Errorf("Claim: %v", err)
 		}
@@ -137,13 +137,13 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := <-claimed
-	markSent(t, b.store, c)
+	markSent(t, b.cursor, c)
 	// However long late stays open (past the gap grace of 1 s), the
 	// position stays below its seq.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
-		if pos := position(t, b.store); pos >= lateSeq {
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
+		if pos := position(t, b.cursor); pos >= lateSeq {
 			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, lateSeq)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -151,7 +151,7 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	if err := lateTx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimUntil(t, b.store, "A", lateSeq); !slices.Contains(got, lateSeq) {
+	if got := claimUntil(t, b.cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
 		t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
 	}
 }
@@ -180,6 +180,7 @@ func TestCursor_AnInsertWithItsOwnSQLHoldsThePosition(t *testing.T) {
 		if err := b.store.EnableCursor(testCtx(t)); err != nil {
 			t.Fatalf("EnableCursor: %v", err)
 		}
+		b.cursor = b.store.Cursor()
 		ownSQLInsertHoldsThePosition(t, b)
 	})
 }
@@ -198,7 +199,7 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	}
 	// A leads. The sequence's first value is WAL-logged, and a nextval
 	// that logs gives its transaction an id; the next 32 do not.
-	claimUntil(t, b.store, "A", b.enqueue(t, msg("Order", "first"))...)
+	claimUntil(t, b.cursor, "A", b.enqueue(t, msg("Order", "first"))...)
 
 	own, err := b.pool.Begin(ctx)
 	if err != nil {
@@ -222,7 +223,7 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	ownSeq := after[0] - 1
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
 		select {
 		case err := <-inserted:
 			if err != nil {
@@ -231,7 +232,7 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 			inserted = nil
 		default:
 		}
-		if pos := position(t, b.store); pos >= ownSeq {
+		if pos := position(t, b.cursor); pos >= ownSeq {
 			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, ownSeq)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -245,7 +246,7 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	if err := own.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimUntil(t, b.store, "A", ownSeq); !slices.Contains(got, ownSeq) {
+	if got := claimUntil(t, b.cursor, "A", ownSeq); !slices.Contains(got, ownSeq) {
 		t.Fatalf("the message of the INSERT, %d, was never claimed: %v", ownSeq, got)
 	}
 }

@@ -18,12 +18,9 @@ import (
 func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	ctx := testCtx(t)
-	other, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := b.newCursor(t, pgstore.Config{})
 	p := store.ClaimParams{Owner: "leader", Limit: 100, Lease: time.Minute}
-	claim := func(s *pgstore.Store, p store.ClaimParams) store.Claim {
+	claim := func(s *pgstore.Cursor, p store.ClaimParams) store.Claim {
 		t.Helper()
 		c, err := s.Claim(ctx, p)
 		if err != nil {
@@ -33,11 +30,11 @@ func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *tes
 	}
 
 	a1 := b.enqueue(t, msg("Order", "a"))[0]
-	c := claim(b.store, p)
+	c := claim(b.cursor, p)
 	if !slices.Equal(seqsOf(c.Records), []int64{a1}) {
 		t.Fatalf("leader's first claim %v, want [%d]", seqsOf(c.Records), a1)
 	}
-	if n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: a1, Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
+	if n, err := b.cursor.MarkFailed(ctx, c.Token, []store.Failure{{Seq: a1, Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
 		t.Fatalf("MarkFailed = %d, %v; want 1", n, err)
 	}
 	// The other relay (a standby) takes a1 from the table path.
@@ -55,7 +52,7 @@ func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *tes
 	// The leader reads a2 behind a1 (in flight with the other relay): a2 is
 	// to go to the table path with the leader's next save.
 	a2 := b.enqueue(t, msg("Order", "a"))[0]
-	if c := claim(b.store, p); len(c.Records) != 0 {
+	if c := claim(b.cursor, p); len(c.Records) != 0 {
 		t.Fatalf("leader claimed %v while a1 is in flight elsewhere, want nothing", seqsOf(c.Records))
 	}
 	if n, err := other.MarkSent(ctx, co.Token, []int64{a1}); err != nil || n != 1 {
@@ -66,7 +63,7 @@ func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *tes
 	var order []int64
 	sent := map[int64]bool{}
 	for deadline := time.Now().Add(10 * time.Second); len(order) < 2; {
-		c := claim(b.store, p)
+		c := claim(b.cursor, p)
 		for _, r := range c.Records {
 			if r.Seq == a3 && !sent[a2] {
 				t.Fatalf("a3 (%d) handed out in claim %v while a2 (%d) is unsent", a3, seqsOf(c.Records), a2)
@@ -74,7 +71,7 @@ func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *tes
 			order = append(order, r.Seq)
 		}
 		if len(c.Records) > 0 {
-			if n, err := b.store.MarkSent(ctx, c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
+			if n, err := b.cursor.MarkSent(ctx, c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
 				t.Fatalf("MarkSent = %d, %v", n, err)
 			}
 			for _, r := range c.Records {

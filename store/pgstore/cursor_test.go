@@ -23,7 +23,7 @@ import (
 
 const cursorLease = time.Second
 
-func cursorClaim(t *testing.T, s *pgstore.Store, owner string) store.Claim {
+func cursorClaim(t *testing.T, s store.Queue, owner string) store.Claim {
 	t.Helper()
 	c, err := s.Claim(testCtx(t), store.ClaimParams{Owner: owner, Limit: 100, Lease: cursorLease})
 	if err != nil {
@@ -32,7 +32,7 @@ func cursorClaim(t *testing.T, s *pgstore.Store, owner string) store.Claim {
 	return c
 }
 
-func markSent(t *testing.T, s *pgstore.Store, c store.Claim) {
+func markSent(t *testing.T, s store.Queue, c store.Claim) {
 	t.Helper()
 	if n, err := s.MarkSent(testCtx(t), c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
 		t.Fatalf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
@@ -41,7 +41,7 @@ func markSent(t *testing.T, s *pgstore.Store, c store.Claim) {
 
 // claimUntil claims (and marks sent) until the seqs in want were all
 // claimed, and returns every seq claimed in order; it fails after 10 s.
-func claimUntil(t *testing.T, s *pgstore.Store, owner string, want ...int64) []int64 {
+func claimUntil(t *testing.T, s store.Queue, owner string, want ...int64) []int64 {
 	t.Helper()
 	var got []int64
 	deadline := time.Now().Add(10 * time.Second)
@@ -60,11 +60,11 @@ func claimUntil(t *testing.T, s *pgstore.Store, owner string, want ...int64) []i
 }
 
 // position is the leader's position (in memory).
-func position(t *testing.T, s *pgstore.Store) int64 {
+func position(t *testing.T, s *pgstore.Cursor) int64 {
 	t.Helper()
 	leading, pos := s.Leading()
 	if !leading {
-		t.Fatal("the store does not lead the cursor")
+		t.Fatal("the Cursor does not lead")
 	}
 	return pos
 }
@@ -115,15 +115,15 @@ func TestCursor_LateCommitBelowTheHeadIsPublishedAndNotPassed(t *testing.T) {
 	}
 
 	// The committed message goes out; the open one is invisible.
-	if got := claimUntil(t, b.store, "A", after[0]); !slices.Equal(got, after) {
+	if got := claimUntil(t, b.cursor, "A", after[0]); !slices.Equal(got, after) {
 		t.Fatalf("claimed %v, want %v", got, after)
 	}
 	// However long the transaction stays open (past the gap grace of 1 s),
 	// the position stays below its seq.
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
-		if pos := position(t, b.store); pos >= lateSeq {
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
+		if pos := position(t, b.cursor); pos >= lateSeq {
 			t.Fatalf("position %d passed seq %d of a transaction still open", pos, lateSeq)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -131,10 +131,10 @@ func TestCursor_LateCommitBelowTheHeadIsPublishedAndNotPassed(t *testing.T) {
 	if err := tx.Commit(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimUntil(t, b.store, "A", lateSeq); !slices.Equal(got, []int64{lateSeq}) {
+	if got := claimUntil(t, b.cursor, "A", lateSeq); !slices.Equal(got, []int64{lateSeq}) {
 		t.Fatalf("after the late commit claimed %v, want [%d]", got, lateSeq)
 	}
-	if pos := position(t, b.store); pos < after[0] {
+	if pos := position(t, b.cursor); pos < after[0] {
 		t.Errorf("position %d after everything was acknowledged, want at least %d", pos, after[0])
 	}
 }
@@ -146,16 +146,16 @@ func TestCursor_RolledBackSeqsStopHoldingThePosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := b.enqueue(t, msg("Order", "kept"))
-	claimUntil(t, b.store, "A", seq[0])
-	if pos := position(t, b.store); pos >= seq[0] {
+	claimUntil(t, b.cursor, "A", seq[0])
+	if pos := position(t, b.cursor); pos >= seq[0] {
 		t.Fatalf("position %d right after the read, want it below the rolled-back seq %d until the gap closes", pos, seq[0]-1)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for position(t, b.store) < seq[0] {
+	for position(t, b.cursor) < seq[0] {
 		if time.Now().After(deadline) {
-			t.Fatalf("position %d, want it past the rolled-back seq to %d", position(t, b.store), seq[0])
+			t.Fatalf("position %d, want it past the rolled-back seq to %d", position(t, b.cursor), seq[0])
 		}
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -179,11 +179,11 @@ func TestCursor_LongTransactionHoldsThePositionButNotPublishing(t *testing.T) {
 	}
 	seq := b.enqueue(t, msg("Order", "kept"))
 	// Published at once.
-	claimUntil(t, b.store, "A", seq[0])
+	claimUntil(t, b.cursor, "A", seq[0])
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
-		if pos := position(t, b.store); pos >= seq[0] {
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
+		if pos := position(t, b.cursor); pos >= seq[0] {
 			t.Fatalf("position %d passed a gap while a transaction older than it is open", pos)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -192,31 +192,28 @@ func TestCursor_LongTransactionHoldsThePositionButNotPublishing(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for position(t, b.store) < seq[0] {
+	for position(t, b.cursor) < seq[0] {
 		if time.Now().After(deadline) {
-			t.Fatalf("position %d after the long transaction ended, want %d", position(t, b.store), seq[0])
+			t.Fatalf("position %d after the long transaction ended, want %d", position(t, b.cursor), seq[0])
 		}
-		markSent(t, b.store, cursorClaim(t, b.store, "A"))
+		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Hour})
-	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	standby := b.newCursor(t, pgstore.Config{})
 	seq := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
-	c := cursorClaim(t, b.store, "A")
+	c := cursorClaim(t, b.cursor, "A")
 	if !slices.Equal(seqsOf(c.Records), seq) {
 		t.Fatalf("leader claimed %v, want %v", seqsOf(c.Records), seq)
 	}
 	// A acknowledges the first, which it does not save before it dies.
-	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil || n != 1 {
+	if n, err := b.cursor.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil || n != 1 {
 		t.Fatalf("MarkSent = %d, %v", n, err)
 	}
-	b.store.Hang()
+	b.cursor.Hang()
 	start := time.Now()
 	var took store.Claim
 	for {
@@ -236,7 +233,7 @@ func TestCursor_StandbyLeadsAfterTheLeaseAndSendsWhatWasNotSaved(t *testing.T) {
 		t.Errorf("the new leader claimed %v, want both %v (the first was not saved)", seqsOf(took.Records), seq)
 	}
 	// The old leader's token changes nothing any more.
-	if n, err := b.store.MarkSent(testCtx(t), c.Token, seq[1:]); err != nil || n != 0 {
+	if n, err := b.cursor.MarkSent(testCtx(t), c.Token, seq[1:]); err != nil || n != 0 {
 		t.Errorf("old leader's MarkSent = %d, %v; want 0 (fenced)", n, err)
 	}
 }
@@ -248,16 +245,16 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 	for _, c := range []struct {
 		name     string
 		interval time.Duration
-		stop     func(t *testing.T, leader *pgstore.Store)
+		stop     func(t *testing.T, leader *pgstore.Cursor)
 	}{
-		{"the leader died", time.Millisecond, func(t *testing.T, leader *pgstore.Store) {
+		{"the leader died", time.Millisecond, func(t *testing.T, leader *pgstore.Cursor) {
 			// The next round trip saves what was handled; then the leader
 			// hangs, and its lease runs out.
 			time.Sleep(5 * time.Millisecond)
 			cursorClaim(t, leader, "A")
 			leader.Hang()
 		}},
-		{"the leader resigned", time.Hour, func(t *testing.T, leader *pgstore.Store) {
+		{"the leader resigned", time.Hour, func(t *testing.T, leader *pgstore.Cursor) {
 			if err := leader.Resign(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -265,10 +262,7 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setupCursor(t, pgstore.Config{CursorSaveInterval: c.interval})
-			standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-			if err != nil {
-				t.Fatal(err)
-			}
+			standby := b.newCursor(t, pgstore.Config{})
 			// A writer still open below two committed messages: the
 			// position stays below its seq however many messages above it
 			// are acknowledged.
@@ -276,10 +270,10 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 			tx := b.openEnqueue(t, late)
 			lateSeq := b.seqOf(t, tx, late.ID)
 			above := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
-			if got := claimUntil(t, b.store, "A", above...); !slices.Equal(got, above) {
+			if got := claimUntil(t, b.cursor, "A", above...); !slices.Equal(got, above) {
 				t.Fatalf("leader claimed %v, want %v", got, above)
 			}
-			c.stop(t, b.store)
+			c.stop(t, b.cursor)
 			if pos := b.savedPosition(t); pos >= lateSeq {
 				t.Fatalf("saved position %d passed the open writer's seq %d", pos, lateSeq)
 			}
@@ -314,19 +308,16 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 
 func TestCursor_ResignLetsAStandbyLeadAtOnceFromTheSavedPosition(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Hour})
-	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	standby := b.newCursor(t, pgstore.Config{})
 	seq := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
-	c := cursorClaim(t, b.store, "A")
-	if _, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
+	c := cursorClaim(t, b.cursor, "A")
+	if _, err := b.cursor.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.store.Release(testCtx(t), c.Token, seq[1:]); err != nil || n != 1 {
+	if n, err := b.cursor.Release(testCtx(t), c.Token, seq[1:]); err != nil || n != 1 {
 		t.Fatalf("Release = %d, %v", n, err)
 	}
-	if err := b.store.Resign(testCtx(t)); err != nil {
+	if err := b.cursor.Resign(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if pos := b.savedPosition(t); pos != seq[0] {
@@ -346,15 +337,15 @@ func TestCursor_FailureMovesTheAggregateToTheTablePathInOrder(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	ctx := testCtx(t)
 	seq := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
-	c := cursorClaim(t, b.store, "A")
+	c := cursorClaim(t, b.cursor, "A")
 	if !slices.Equal(seqsOf(c.Records), []int64{seq[0], seq[2]}) {
 		t.Fatalf("first claim %v, want the heads %d and %d", seqsOf(c.Records), seq[0], seq[2])
 	}
-	n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "boom", CountAttempt: true, Delay: 300 * time.Millisecond}})
+	n, err := b.cursor.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "boom", CountAttempt: true, Delay: 300 * time.Millisecond}})
 	if err != nil || n != 1 {
 		t.Fatalf("MarkFailed = %d, %v", n, err)
 	}
-	if n, err := b.store.MarkSent(ctx, c.Token, seq[2:]); err != nil || n != 1 {
+	if n, err := b.cursor.MarkSent(ctx, c.Token, seq[2:]); err != nil || n != 1 {
 		t.Fatalf("MarkSent = %d, %v", n, err)
 	}
 	// A message of a enqueued after the failure also waits behind it.
@@ -365,11 +356,11 @@ func TestCursor_FailureMovesTheAggregateToTheTablePathInOrder(t *testing.T) {
 	var order []int64
 	deadline := time.Now().Add(10 * time.Second)
 	for len(order) < 4 {
-		c := cursorClaim(t, b.store, "A")
+		c := cursorClaim(t, b.cursor, "A")
 		for _, r := range c.Records {
 			order = append(order, r.Seq)
 		}
-		markSent(t, b.store, c)
+		markSent(t, b.cursor, c)
 		if time.Now().After(deadline) {
 			t.Fatalf("claimed %v so far, want 4 messages", order)
 		}
@@ -398,13 +389,13 @@ func TestCursor_DeadLetterBlocksOnlyItsAggregate(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	ctx := testCtx(t)
 	seq := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
-	c := cursorClaim(t, b.store, "A")
-	if _, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "too large", CountAttempt: true, Dead: true}}); err != nil {
+	c := cursorClaim(t, b.cursor, "A")
+	if _, err := b.cursor.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "too large", CountAttempt: true, Dead: true}}); err != nil {
 		t.Fatal(err)
 	}
-	markSent(t, b.store, store.Claim{Token: c.Token, Records: c.Records[1:]})
+	markSent(t, b.cursor, store.Claim{Token: c.Token, Records: c.Records[1:]})
 	later := b.enqueue(t, msg("Order", "b"), msg("Order", "a"))
-	got := claimUntil(t, b.store, "A", later[0])
+	got := claimUntil(t, b.cursor, "A", later[0])
 	if slices.Contains(got, seq[1]) || slices.Contains(got, later[1]) {
 		t.Errorf("claimed %v: a message behind a dead letter went out", got)
 	}
@@ -418,17 +409,13 @@ func TestCursor_DeadLetterBlocksOnlyItsAggregate(t *testing.T) {
 func TestCursor_EnableKeepsOrderBehindOlderPendingMessages(t *testing.T) {
 	b := setup(t) // claim mode
 	old := b.enqueue(t, msg("Order", "a"))
-	claimer, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
+	if err := b.store.EnableCursor(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := claimer.EnableCursor(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := claimer.EnableCursor(testCtx(t)); err != nil {
+	if err := b.store.EnableCursor(testCtx(t)); err != nil {
 		t.Fatalf("EnableCursor again: %v", err)
 	}
-	b.store = claimer
+	claimer := b.newCursor(t, pgstore.Config{})
 	newer := b.enqueue(t, msg("Order", "a"), msg("Order", "b"))
 	var stored string
 	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT status FROM {{schema}}.outbox_messages WHERE seq = $1"), newer[0]).Scan(&stored); err != nil || stored != "QUEUED" {
@@ -451,17 +438,17 @@ func TestCursor_DisableGivesUnsentMessagesBackToClaimMode(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{CursorSaveInterval: -1})
 	ms := []outbox.Message{msg("Order", "1"), msg("Order", "2")}
 	seq := b.enqueue(t, ms...)
-	c := cursorClaim(t, b.store, "A")
-	if _, err := b.store.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
+	c := cursorClaim(t, b.cursor, "A")
+	if _, err := b.cursor.MarkSent(testCtx(t), c.Token, seq[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.store.DisableCursor(testCtx(t)); !errors.Is(err, pgstore.ErrCursorMode) {
 		t.Fatalf("DisableCursor while a relay leads: %v, want ErrCursorMode", err)
 	}
-	if _, err := b.store.Release(testCtx(t), c.Token, seq[1:]); err != nil {
+	if _, err := b.cursor.Release(testCtx(t), c.Token, seq[1:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Resign(testCtx(t)); err != nil {
+	if err := b.cursor.Resign(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := b.store.DisableCursor(testCtx(t))
@@ -482,8 +469,12 @@ func TestCursor_DisableGivesUnsentMessagesBackToClaimMode(t *testing.T) {
 	if !slices.Equal(seqsOf(got.Records), seq[1:]) {
 		t.Errorf("claim mode after DisableCursor claimed %v, want %v", seqsOf(got.Records), seq[1:])
 	}
-	if leading, _ := fresh.Leading(); leading {
-		t.Error("a store leads a cursor that was disabled")
+	cur := fresh.Cursor()
+	if _, err := cur.Claim(testCtx(t), store.ClaimParams{Owner: "C", Limit: 10, Lease: cursorLease}); !errors.Is(err, pgstore.ErrNotCursorMode) {
+		t.Errorf("a Cursor's claim after DisableCursor = %v, want ErrNotCursorMode", err)
+	}
+	if leading, _ := cur.Leading(); leading {
+		t.Error("a Cursor leads a cursor that was disabled")
 	}
 }
 
@@ -498,16 +489,13 @@ func TestCursor_EnableRefusesASequenceThatCaches(t *testing.T) {
 
 func TestCursor_StandbyDoesNotMakeWritersNotify(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
-	cursorClaim(t, b.store, "A") // A leads
-	standby, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cursorClaim(t, b.cursor, "A") // A leads
+	standby := b.newCursor(t, pgstore.Config{})
 	cursorClaim(t, standby, "B")
 	if err := standby.Idle(testCtx(t), "B", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Idle(testCtx(t), "A", time.Minute); err != nil {
+	if err := b.cursor.Idle(testCtx(t), "A", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := b.pool.Query(testCtx(t), b.sql("SELECT relay_id FROM {{schema}}.outbox_idle_relays ORDER BY 1"))
@@ -547,12 +535,12 @@ func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) 
 		deadline := time.Now().Add(d)
 		for i := 0; time.Now().Before(deadline); i++ {
 			b.enqueue(t, msg("Order", fmt.Sprint("flow-", i)))
-			markSent(t, b.store, cursorClaim(t, b.store, "A"))
+			markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
 			time.Sleep(40 * time.Millisecond)
 		}
 	}
 	seq := b.enqueue(t, msg("Order", "x"), msg("Order", "x"))
-	c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: time.Minute})
+	c, err := b.cursor.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +550,7 @@ func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) 
 	// The table path claims for a while, seeing ever higher seqs, before
 	// the failure puts x's messages into it.
 	flow(2500 * time.Millisecond)
-	if n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
+	if n, err := b.cursor.MarkFailed(ctx, c.Token, []store.Failure{{Seq: seq[0], Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
 		t.Fatalf("MarkFailed = %d, %v; want 1", n, err)
 	}
 	start := time.Now()
@@ -574,13 +562,13 @@ func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) 
 			t.Fatalf("x's messages %v not published within 1.5 s of the failure (claimed %v)", seq, got)
 		}
 		b.enqueue(t, msg("Order", "more"))
-		c := cursorClaim(t, b.store, "A")
+		c := cursorClaim(t, b.cursor, "A")
 		for _, r := range c.Records {
 			if r.AggregateID == "x" {
 				got = append(got, r.Seq)
 			}
 		}
-		markSent(t, b.store, c)
+		markSent(t, b.cursor, c)
 		time.Sleep(40 * time.Millisecond)
 	}
 	if !slices.Equal(got, seq) {
@@ -618,11 +606,8 @@ func TestCursor_AnOutboxBeforeMigration011(t *testing.T) {
 	t.Run("cursor mode", func(t *testing.T) {
 		b := setupCursor(t, pgstore.Config{})
 		dropColumns(t, b)
-		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.Claim(testCtx(t), store.ClaimParams{Owner: "A", Limit: 10, Lease: cursorLease})
+		s := b.newCursor(t, pgstore.Config{})
+		_, err := s.Claim(testCtx(t), store.ClaimParams{Owner: "A", Limit: 10, Lease: cursorLease})
 		if !errors.Is(err, pgstore.ErrCursorMode) || !strings.Contains(err.Error(), "migration 011") {
 			t.Errorf("Claim = %v, want ErrCursorMode naming migration 011", err)
 		}
@@ -652,10 +637,7 @@ func TestCursor_AnOutboxBeforeMigration012(t *testing.T) {
 		b := setupCursor(t, pgstore.Config{})
 		dropTrigger(t, b)
 		var logs bytes.Buffer
-		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := b.newCursor(t, pgstore.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		seq := b.enqueue(t, msg("Order", "1"))
 		if got := claimUntil(t, s, "A", seq...); !slices.Equal(got, seq) {
 			t.Errorf("a relay on an outbox without migration 012 claimed %v, want %v", got, seq)
@@ -676,9 +658,9 @@ func TestCursor_AnOutboxBeforeMigration012(t *testing.T) {
 func TestCursor_RejectsLeaseBelowOneMillisecond(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	s := b.enqueue(t, msg("Order", "1"))
-	_, err := b.store.Claim(testCtx(t), store.ClaimParams{Owner: "A", Limit: 1, Lease: 0})
+	_, err := b.cursor.Claim(testCtx(t), store.ClaimParams{Owner: "A", Limit: 1, Lease: 0})
 	checkLeaseRejected(t, err)
-	if got := claimUntil(t, b.store, "A", s[0]); !slices.Equal(got, s) {
+	if got := claimUntil(t, b.cursor, "A", s[0]); !slices.Equal(got, s) {
 		t.Errorf("claimed %v after the rejected claim, want %v", got, s)
 	}
 }

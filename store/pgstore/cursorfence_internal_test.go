@@ -61,21 +61,22 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
 	cfg := Config{Schema: schema, LeaderLease: 30 * time.Second} // no local check ends A's lead in this test
-	a, err := New(pool, cfg)
+	st, err := New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Migrate(ctx); err != nil {
+	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	a := st.Cursor()
 	// An earlier message of aggregate 1 in the table path: the cursor
 	// message behind it must move there too (tabling).
-	earlier := fenceEnqueue(t, a, pool, fenceMsg("1"))
-	if err := a.EnableCursor(ctx); err != nil {
+	earlier := fenceEnqueue(t, st, pool, fenceMsg("1"))
+	if err := st.EnableCursor(ctx); err != nil {
 		t.Fatal(err)
 	}
-	behind := fenceEnqueue(t, a, pool, fenceMsg("1"))
-	other := fenceEnqueue(t, a, pool, fenceMsg("2"))
+	behind := fenceEnqueue(t, st, pool, fenceMsg("1"))
+	other := fenceEnqueue(t, st, pool, fenceMsg("2"))
 
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: 30 * time.Second}
 	c, err := a.Claim(ctx, p)
@@ -91,26 +92,27 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	}
 
 	// A plans its next round trip, then hangs.
-	a.cursor.db.Lock()
-	defer a.cursor.db.Unlock()
+	a.cs.db.Lock()
+	defer a.cs.db.Unlock()
 	plan := a.planCursorTrip(uuid.Nil, nil, &p, time.Now())
 	if !plan.save || !slices.Equal(plan.tabling, []int64{behind}) {
 		t.Fatalf("setup: A's plan saves: %v, moves %v to the table path; want a save moving [%d]", plan.save, plan.tabling, behind)
 	}
-	a.cursor.mu.Lock()
-	a.cursor.stopKeeper()
-	aTok, keeper := a.cursor.token, a.cursor.keepDone
-	a.cursor.mu.Unlock()
+	a.cs.mu.Lock()
+	a.cs.stopKeeper()
+	aTok, keeper := a.cs.token, a.cs.keepDone
+	a.cs.mu.Unlock()
 	<-keeper
 
 	// A's lease ends in the database (A is hung), and B takes the lead.
 	if _, err := pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema}.Sanitize()+".outbox_cursor SET lease_expires_at = now()"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(pool, cfg)
+	bst, err := New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := bst.Cursor()
 	if _, err := b.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 10, Lease: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,10 @@ import (
 // another relay may lead by now (a tenth of the lease before it ends, so
 // that the database, which counts from a later moment, has not let anyone
 // take over yet). cs.mu is held.
-func (cs *cursorState) checkLease(s *Store, now time.Time) {
+func (c *Cursor) checkLease(now time.Time) {
+	cs := &c.cs
 	if cs.leader && now.After(cs.leaseUntil.Add(-cs.lease/10)) {
-		s.cfg.Logger.Warn("pgstore: cursor lease not renewed in time; no longer leading", slog.String("schema", s.cfg.Schema))
+		c.s.cfg.Logger.Warn("pgstore: cursor lease not renewed in time; no longer leading", slog.String("schema", c.s.cfg.Schema))
 		cs.dropLead()
 	}
 }
@@ -36,15 +37,16 @@ func (cs *cursorState) dropLead() {
 	cs.checkedAt = time.Time{}
 }
 
-// Resign implements [store.Resigner]: a leader saves its position and gives
+// Resign ends the Cursor's lead: a leader saves its position and gives
 // up its lease, so that a standby leads at once. Messages it still holds
-// unacknowledged are read again by the next leader. In claim mode, or on a
-// standby, it does nothing. It returns once the goroutine that renewed the
-// lead's lease has ended (or ctx ends): a Store that leads renews its lease
-// until Resign, the loss of the lead, or the closing of its pool, so call
-// it when you stop using a Store in cursor mode.
-func (s *Store) Resign(ctx context.Context) error {
-	cs := &s.cursor
+// unacknowledged are read again by the next leader. On a standby, or in
+// claim mode, it does nothing. It returns once the goroutine that renewed
+// the lead's lease has ended (or ctx ends): a Cursor that leads renews its
+// lease until Resign, the loss of the lead, or the closing of its pool, so
+// call it when you stop using the Cursor, after its last mark. A failure
+// only means that a standby takes over when the lease ends.
+func (c *Cursor) Resign(ctx context.Context) error {
+	cs := &c.cs
 	cs.db.Lock()
 	defer cs.db.Unlock()
 	cs.mu.Lock()
@@ -62,12 +64,12 @@ func (s *Store) Resign(ctx context.Context) error {
 	if !leading {
 		return nil
 	}
-	b := s.relayBatch()
-	b.Queue(s.q.cursorResign, tok, save.pos, save.head, save.lo, save.hi)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	b := c.s.relayBatch()
+	b.Queue(c.s.q.cursorResign, tok, save.pos, save.head, save.lo, save.hi)
+	if err := c.s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("pgstore: resign the cursor: %w", err)
 	}
-	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", save.pos))
+	c.s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", c.s.cfg.Schema), slog.Int64("position", save.pos))
 	return nil
 }
 
@@ -83,109 +85,139 @@ func waitKeeper(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
-// MarksInMemory implements [store.MemoryMarker]: true while the store leads
-// the cursor, whose MarkSent of cursor messages is answered from memory.
-func (s *Store) MarksInMemory() bool {
-	leading, _ := s.Leading()
+// MarksInMemory reports whether the Cursor leads, whose MarkSent of
+// cursor messages is answered from memory. A relay then marks a published
+// batch on its own and claims the next one separately: combining them
+// would save no round trip, and the batch's acknowledgement would wait for
+// the next claim.
+func (c *Cursor) MarksInMemory() bool {
+	leading, _ := c.Leading()
 	return leading
 }
 
-// Leading reports whether this store leads the outbox's cursor (cursor
-// mode), and the position it has reached: every QUEUED message at or below
-// it is published or in the table path.
-func (s *Store) Leading() (bool, int64) {
-	cs := &s.cursor
+// Leading reports whether this Cursor leads the outbox's cursor, and the
+// position it has reached: every QUEUED message at or below it is
+// published or in the table path.
+func (c *Cursor) Leading() (bool, int64) {
+	cs := &c.cs
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.checkLease(s, time.Now())
+	c.checkLease(time.Now())
 	if !cs.leader {
 		return false, 0
 	}
 	return true, cs.win.pos
 }
 
-// detectMode reads whether the outbox is in cursor mode, once, before the
-// store's first claim or mark. An outbox whose migrations predate cursor
+// detectMode returns the outbox's mode as the Cursor knows it: it reads
+// it before the Cursor's first claim, and again at a claim once it has
+// known claim mode for modeCheckInterval (in cursor mode a standby's
+// attempts to lead read it). An outbox whose migrations predate cursor
 // mode is in claim mode. Before a claim (p not nil) it also tries to lead,
 // in the same round trip, so that a new relay's first claim is one round
 // trip shorter.
-func (s *Store) detectMode(ctx context.Context, p *store.ClaimParams) (mode, error) {
-	cs := &s.cursor
-	cs.mu.Lock()
-	m := cs.mode
-	cs.mu.Unlock()
-	if m != modeUnknown {
-		return m, nil // claims in claim mode check again now and then
+func (c *Cursor) detectMode(ctx context.Context, p *store.ClaimParams) (mode, error) {
+	cs := &c.cs
+	if m, ok := cs.knownMode(); ok {
+		return m, nil
 	}
 	cs.db.Lock()
 	defer cs.db.Unlock()
-	var (
-		active bool
-		won    leadResult
-		try    = p != nil && p.Limit >= 1 && p.Lease >= time.Millisecond
-		token  = uuid.New()
-		lease  time.Duration
-	)
-	b := s.relayBatch()
-	if try {
-		lease = s.leaderLease()
-		b.Queue(s.q.cursorState, p.Owner, token, lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
-			return won.scan(row, &active)
-		})
-	} else {
-		b.Queue(s.q.cursorMode).QueryRow(func(row pgx.Row) error { return row.Scan(&active) })
+	if m, ok := cs.knownMode(); ok {
+		return m, nil // another claim read it meanwhile
 	}
-	sent := time.Now()
-	err := s.pool.SendBatch(ctx, b).Close()
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: before migration 010
-		active = false
-	case errors.As(err, &pgErr) && pgErr.Code == "42703": // undefined_column: before migration 011
-		if err := s.pool.QueryRow(ctx, s.q.cursorMode).Scan(&active); err != nil {
-			return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
-		}
-		if active {
-			return modeUnknown, fmt.Errorf("read the relay mode: %w: %s.outbox_cursor is older than migration 011; run Migrate ('outbox migrate')",
-				ErrCursorMode, s.cfg.Schema)
-		}
-	case err != nil:
-		return modeUnknown, fmt.Errorf("read the relay mode: %w", err)
+	r, err := c.readMode(ctx, p)
+	if err != nil {
+		return modeUnknown, err
 	}
-	if active {
-		s.warnUnmigrated(ctx)
+	if r.active {
+		c.s.warnUnmigrated(ctx)
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.mode != modeUnknown {
-		return cs.mode, nil
-	}
 	cs.checkedAt = time.Now()
-	if !active {
+	if !r.active {
 		cs.mode = modeClaim
 		return cs.mode, nil
 	}
-	s.cfg.Logger.Info("pgstore: the outbox is in cursor mode", slog.String("schema", s.cfg.Schema))
+	c.s.cfg.Logger.Info("pgstore: the outbox is in cursor mode", slog.String("schema", c.s.cfg.Schema))
 	cs.mode = modeCursor
-	if try {
-		cs.lease = lease
+	if r.tried {
+		cs.lease = r.lease
 		if cs.owner == "" {
 			cs.owner = p.Owner
 		}
 	}
-	if won.pos != nil {
-		cs.takeLead(s, p.Owner, token, won, sent)
+	if r.won.pos != nil {
+		c.takeLead(p.Owner, r.token, r.won, r.sent)
 	} else {
 		cs.checkedAt = time.Time{} // a standby tries to lead at its first claim
 	}
 	return cs.mode, nil
 }
 
+// knownMode returns the mode the Cursor knows, unless it should read it
+// again (see detectMode).
+func (cs *cursorState) knownMode() (mode, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	switch cs.mode {
+	case modeCursor:
+		return cs.mode, true
+	case modeClaim:
+		return cs.mode, time.Since(cs.checkedAt) < modeCheckInterval
+	}
+	return modeUnknown, false
+}
+
+// modeRead is what readMode found.
+type modeRead struct {
+	active bool       // the outbox is in cursor mode
+	tried  bool       // an attempt to lead under token, with lease, was made
+	won    leadResult // its result
+	token  uuid.UUID
+	lease  time.Duration
+	sent   time.Time // when it was sent
+}
+
+// readMode reads whether the outbox is in cursor mode and, before a claim
+// (p not nil), tries to lead in the same round trip. cs.db is held.
+func (c *Cursor) readMode(ctx context.Context, p *store.ClaimParams) (modeRead, error) {
+	r := modeRead{tried: p != nil && p.Limit >= 1 && p.Lease >= time.Millisecond, token: uuid.New()}
+	b := c.s.relayBatch()
+	if r.tried {
+		r.lease = c.s.leaderLease()
+		b.Queue(c.s.q.cursorState, p.Owner, r.token, r.lease.Milliseconds(), true).QueryRow(func(row pgx.Row) error {
+			return r.won.scan(row, &r.active)
+		})
+	} else {
+		b.Queue(c.s.q.cursorMode).QueryRow(func(row pgx.Row) error { return row.Scan(&r.active) })
+	}
+	r.sent = time.Now()
+	err := c.s.pool.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: before migration 010
+		r.active = false
+	case errors.As(err, &pgErr) && pgErr.Code == "42703": // undefined_column: before migration 011
+		if err := c.s.pool.QueryRow(ctx, c.s.q.cursorMode).Scan(&r.active); err != nil {
+			return r, fmt.Errorf("read the relay mode: %w", err)
+		}
+		if r.active {
+			return r, fmt.Errorf("read the relay mode: %w: %s.outbox_cursor is older than migration 011; run Migrate ('outbox migrate')",
+				ErrCursorMode, c.s.cfg.Schema)
+		}
+	case err != nil:
+		return r, fmt.Errorf("read the relay mode: %w", err)
+	}
+	return r, nil
+}
+
 // warnUnmigrated logs a warning when the outbox, in cursor mode, lacks
 // migration 012 (an outbox put in cursor mode by an older binary, whose
 // relays now run a newer one before 'outbox migrate'): the relay runs, but
 // a writer that inserts with its own SQL can lose a message. Once per mode
-// detection, so once per Store in cursor mode.
+// detection, so about once per Cursor.
 func (s *Store) warnUnmigrated(ctx context.Context) {
 	var missing int
 	if err := s.pool.QueryRow(ctx, s.q.cursorMigrated).Scan(&missing); err != nil {
@@ -210,9 +242,10 @@ func (r *leadResult) scan(row pgx.Row, active *bool) error {
 	return row.Scan(active, &r.pos, &r.head, &r.lo, &r.hi)
 }
 
-// takeLead makes the store the leader under token from what it won at
+// takeLead makes the Cursor the leader under token from what it won at
 // sent, and starts renewing the lead's lease (startKeeper). cs.mu is held.
-func (cs *cursorState) takeLead(s *Store, owner string, token uuid.UUID, won leadResult, sent time.Time) {
+func (c *Cursor) takeLead(owner string, token uuid.UUID, won leadResult, sent time.Time) {
+	cs := &c.cs
 	cs.leader, cs.token = true, token
 	cs.win = newCursorWindow(*won.pos, cursorGapGrace)
 	if won.head != nil {
@@ -221,8 +254,8 @@ func (cs *cursorState) takeLead(s *Store, owner string, token uuid.UUID, won lea
 		cs.win.restore(*won.head, won.lo, won.hi, sent)
 	}
 	cs.saved, cs.savedAt, cs.leaseUntil, cs.savedHandled = *won.pos, sent, sent.Add(cs.lease), 0
-	cs.startKeeper(s)
-	s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", s.cfg.Schema),
+	c.startKeeper()
+	c.s.cfg.Logger.Info("pgstore: leading the cursor", slog.String("schema", c.s.cfg.Schema),
 		slog.String("owner", owner), slog.Int64("position", *won.pos),
 		slog.Int64("handled_up_to", cs.win.head), slog.Int("unhandled_ranges", len(cs.win.gaps)))
 }
@@ -235,52 +268,24 @@ func (s *Store) standbyInterval() time.Duration {
 	return min(max(s.fullClaimInterval(), 100*time.Millisecond), s.leaderLease()/5)
 }
 
-// inCursorMode reports whether the store follows cursor mode.
-func (cs *cursorState) inCursorMode() bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.mode == modeCursor
-}
-
-// standby reports whether the store is in cursor mode without leading.
+// standby reports whether the Cursor is in cursor mode without leading.
 func (cs *cursorState) standby() bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.mode == modeCursor && !cs.leader
 }
 
-// claimModeCheckDue reports whether a claim in claim mode should check the
-// mode again, and if so counts the check as made.
-func (cs *cursorState) claimModeCheckDue() bool {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.mode != modeClaim || time.Since(cs.checkedAt) < modeCheckInterval {
-		return false
-	}
-	cs.checkedAt = time.Now()
-	return true
-}
-
-// claimModeChecked takes the result of such a check.
-func (cs *cursorState) claimModeChecked(active bool) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if active && cs.mode == modeClaim {
-		cs.mode = modeCursor
-		cs.checkedAt = time.Time{}
-	}
-}
-
 // applyLeadAttempt takes the result of a standby's attempt to lead under
 // token: claim mode when cursor mode is off, the lead when it won. It
 // reports whether it won. cs.mu is held.
-func (cs *cursorState) applyLeadAttempt(s *Store, token uuid.UUID, owner string, r *cursorReply) bool {
+func (c *Cursor) applyLeadAttempt(token uuid.UUID, owner string, r *cursorReply) bool {
+	cs := &c.cs
 	switch {
 	case !r.active:
 		cs.mode = modeClaim // cursor mode was turned off (or never on)
 		cs.checkedAt = r.sent
 	case r.lead.pos != nil:
-		cs.takeLead(s, owner, token, r.lead, r.sent)
+		c.takeLead(owner, token, r.lead, r.sent)
 		return true
 	}
 	return false

@@ -12,16 +12,16 @@ import (
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// The leader's own lease (Config.LeaderLease): the Store that leads renews
+// The leader's own lease (Config.LeaderLease): the Cursor that leads renews
 // it by itself, and only while it leads. Not parallel: keepers counts the
 // goroutines of the whole test process.
 
-// keepers counts the goroutines that renew a lead's lease, of every Store
+// keepers counts the goroutines that renew a lead's lease, of every Cursor
 // in the process.
 func keepers() int {
 	n := 0
 	for stack, count := range leaktest.Snapshot() {
-		if strings.Contains(stack, "pgstore.(*Store).keepLead") {
+		if strings.Contains(stack, "pgstore.(*Cursor).keepLead") {
 			n += count
 		}
 	}
@@ -45,19 +45,19 @@ func waitKeepers(t *testing.T, want int, within time.Duration, what string) {
 	}
 }
 
-// leaseStore is a Store on pool over b's outbox with the tests' short
-// leader lease.
-func leaseStore(t *testing.T, b *bundle, pool *pgxpool.Pool) *pgstore.Store {
+// leaseCursor is a Cursor of a Store on pool over b's outbox with the
+// tests' short leader lease.
+func leaseCursor(t *testing.T, b *bundle, pool *pgxpool.Pool) *pgstore.Cursor {
 	t.Helper()
 	s, err := pgstore.New(pool, pgstore.Config{Schema: b.schema, LeaderLease: cursorLease})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s.Cursor()
 }
 
 // leadWithin claims with s until it leads, and fails t after within.
-func leadWithin(t *testing.T, s *pgstore.Store, owner string, within time.Duration) {
+func leadWithin(t *testing.T, s *pgstore.Cursor, owner string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -72,19 +72,19 @@ func leadWithin(t *testing.T, s *pgstore.Store, owner string, within time.Durati
 	}
 }
 
-// A Store that leads keeps its lead while nothing calls it for several
+// A Cursor that leads keeps its lead while nothing calls it for several
 // leases: no claim, no mark (an idle relay, a relay whose only worker waits
-// for a broker that does not answer, a relay over a wrapper of the Store,
-// or a program that drives the Store itself). A standby that tries
+// for a broker that does not answer, a relay over a wrapper of the Cursor,
+// or a program that drives the Cursor itself). A standby that tries
 // meanwhile does not lead. Once the leader's pool is closed nothing renews
 // the lease: the renewing goroutine ends, the standby leads once the lease
 // ran out, and the old leader knows that it leads no more.
 func TestCursor_TheLeaderKeepsItsLeadWithoutRoundTripsUntilItsPoolCloses(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
-	waitKeepers(t, 0, 10*time.Second, "before the test (the stores of earlier tests)")
+	waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
 	poolA := pgtest.Pool(t, b.schema)
-	a := leaseStore(t, b, poolA)
-	standby := leaseStore(t, b, b.pool)
+	a := leaseCursor(t, b, poolA)
+	standby := leaseCursor(t, b, b.pool)
 	leadWithin(t, a, "A", 10*time.Second)
 
 	for end := time.Now().Add(4 * cursorLease); time.Now().Before(end); {
@@ -112,11 +112,11 @@ func TestCursor_TheLeaderKeepsItsLeadWithoutRoundTripsUntilItsPoolCloses(t *test
 // The goroutine that renews the lead's lease ends with the lead: at once
 // when the leader resigns (Resign returns after it), and when a renewal
 // finds the lease taken over, which ends the lead too.
-func TestCursor_TheLeaseIsRenewedOnlyWhileTheStoreLeads(t *testing.T) {
+func TestCursor_TheLeaseIsRenewedOnlyWhileTheCursorLeads(t *testing.T) {
 	t.Run("resign", func(t *testing.T) {
 		b := setupCursor(t, pgstore.Config{})
-		waitKeepers(t, 0, 10*time.Second, "before the test (the stores of earlier tests)")
-		a := leaseStore(t, b, b.pool)
+		waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
+		a := leaseCursor(t, b, b.pool)
 		leadWithin(t, a, "A", 10*time.Second)
 		if n := keepers(); n != 1 {
 			t.Fatalf("%d goroutines renew the lead's lease, want 1", n)
@@ -134,8 +134,8 @@ func TestCursor_TheLeaseIsRenewedOnlyWhileTheStoreLeads(t *testing.T) {
 	})
 	t.Run("taken over", func(t *testing.T) {
 		b := setupCursor(t, pgstore.Config{})
-		waitKeepers(t, 0, 10*time.Second, "before the test (the stores of earlier tests)")
-		a := leaseStore(t, b, b.pool)
+		waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
+		a := leaseCursor(t, b, b.pool)
 		leadWithin(t, a, "A", 10*time.Second)
 		// Another relay's lease, as a standby takes it over once A's
 		// expired (A hung meanwhile, say).
@@ -168,19 +168,19 @@ func (b *bundle) cursorLease(t *testing.T) (owner, token string) {
 	return owner, token
 }
 
-// A leading store that gets no claim for the idle limit (its relay stopped
+// A leading Cursor that gets no claim for the idle limit (its relay stopped
 // without Resign, behind a wrapper that does not pass it on) gives the
 // lead up: its keeper stops, and the lease runs out for a standby.
 func TestCursor_AnIdleLeaderGivesTheLeadUp(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
-	waitKeepers(t, 0, 10*time.Second, "before the test (the stores of earlier tests)")
-	a := leaseStore(t, b, b.pool)
+	waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
+	a := leaseCursor(t, b, b.pool)
 	a.SetLeadIdleLimit(2 * cursorLease)
 	leadWithin(t, a, "A", 10*time.Second)
-	waitKeepers(t, 0, 4*cursorLease+5*time.Second, "after the store got no claim for its idle limit")
+	waitKeepers(t, 0, 4*cursorLease+5*time.Second, "after the Cursor got no claim for its idle limit")
 	if leading, _ := a.Leading(); leading {
 		t.Fatal("A still leads after it got no claim for its idle limit")
 	}
-	s := leaseStore(t, b, b.pool)
+	s := leaseCursor(t, b, b.pool)
 	leadWithin(t, s, "B", 3*cursorLease+5*time.Second)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ackLeading acknowledges seqs under token in the window, if the store
+// ackLeading acknowledges seqs under token in the window, if the Cursor
 // still leads under leaderTok, and returns how many. cs.mu is held.
 func (cs *cursorState) ackLeading(leaderTok, token uuid.UUID, seqs []int64) int64 {
 	if len(seqs) == 0 || !cs.leader || cs.token != leaderTok {
@@ -18,12 +18,12 @@ func (cs *cursorState) ackLeading(leaderTok, token uuid.UUID, seqs []int64) int6
 	return cs.win.ack(token, seqs)
 }
 
-// cursorMarkFailed is MarkFailed in cursor mode: failures of cursor
+// cursorMarkFailed is Cursor.MarkFailed: failures of cursor
 // messages move them (and the later messages of their aggregates) to the
 // table path; failures of table-path messages are recorded as in claim
 // mode. One round trip.
-func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failureArgs) (int64, error) {
-	cs := &s.cursor
+func (c *Cursor) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failureArgs) (int64, error) {
+	cs := &c.cs
 	cs.db.Lock()
 	defer cs.db.Unlock()
 
@@ -47,21 +47,21 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 	}
 
 	var saveTag pgconn.CommandTag
-	b := s.relayBatch()
+	b := c.s.relayBatch()
 	if len(mine) > 0 {
 		// Fences the cursor's writes below (the row stays locked until the
 		// round trip commits).
-		b.Queue(s.q.cursorSave, leaderTok, save.pos, cs.lease.Milliseconds(), save.head, save.lo, save.hi).
+		b.Queue(c.s.q.cursorSave, leaderTok, save.pos, cs.lease.Milliseconds(), save.head, save.lo, save.hi).
 			Exec(func(t pgconn.CommandTag) error { saveTag = t; return nil })
 	}
 	var changed int64
-	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, nullToken(leaderTok, len(mine) > 0)).
+	b.Queue(c.s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, nullToken(leaderTok, len(mine) > 0)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&changed) })
 	if len(behind) > 0 {
-		b.Queue(s.q.cursorTable, leaderTok, behind)
+		b.Queue(c.s.q.cursorTable, leaderTok, behind)
 	}
 	sent := time.Now()
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := c.s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
 	cs.mu.Lock()
@@ -82,10 +82,10 @@ func (s *Store) cursorMarkFailed(ctx context.Context, token uuid.UUID, f failure
 	return changed, nil
 }
 
-// cursorRelease is Release in cursor mode: cursor messages go back to the
+// cursorRelease is Cursor.Release: cursor messages go back to the
 // leader's window, table-path ones to the table.
-func (s *Store) cursorRelease(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
-	cs := &s.cursor
+func (c *Cursor) cursorRelease(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
+	cs := &c.cs
 	cs.mu.Lock()
 	var n int64
 	if cs.leader {
@@ -96,7 +96,7 @@ func (s *Store) cursorRelease(ctx context.Context, token uuid.UUID, seqs []int64
 	if !table {
 		return n, nil
 	}
-	m, err := s.releaseTable(ctx, token, seqs)
+	m, err := c.s.releaseTable(ctx, token, seqs)
 	cs.mu.Lock()
 	cs.tableMore = true // due at once
 	cs.mu.Unlock()

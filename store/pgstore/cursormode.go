@@ -15,9 +15,10 @@ import (
 // its place in the table outbox_cursor instead of claiming and marking each
 // message. Messages already in the table stay with the table path, which
 // every relay runs as before; order per aggregate holds across the switch.
-// Relays need no other configuration: a Store finds the mode at its first
-// claim, and a relay in claim mode follows within a few seconds. Writers
-// need nothing either (the status column's default changes).
+// Relays read the outbox through a [Cursor] ([Store.Cursor]) from then on:
+// the claims of a Store see the switch within a few seconds and refuse
+// with [ErrNotClaimMode]. Writers need nothing (the status column's default
+// changes).
 //
 // It is [Store.SetMode] to [ModeCursor] (it records the mode, with the
 // database role as who switched), but for an outbox in CDC mode, which it

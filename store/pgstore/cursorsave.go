@@ -35,12 +35,12 @@ func (w *cursorWindow) saveArgs() cursorSaveArgs {
 // moved or anything was handled since the last save and
 // Config.CursorSaveInterval has passed since it (a negative interval: at
 // once). cs.mu is held.
-func (s *Store) planSave(plan *cursorPlan, now time.Time) {
-	cs := &s.cursor
+func (c *Cursor) planSave(plan *cursorPlan, now time.Time) {
+	cs := &c.cs
 	plan.tabling = cs.win.tablingSeqs()
 	plan.save = len(plan.tabling) > 0 || cs.leaseUntil.Sub(now) < cs.lease*2/3 ||
 		((cs.win.pos > cs.saved || cs.win.handled != cs.savedHandled) &&
-			(s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= s.cursorSaveInterval()))
+			(c.s.cursorSaveInterval() < 0 || now.Sub(cs.savedAt) >= c.s.cursorSaveInterval()))
 	if plan.save {
 		plan.saveArgs = cs.win.saveArgs()
 	}
@@ -49,25 +49,25 @@ func (s *Store) planSave(plan *cursorPlan, now time.Time) {
 // queueCursorSave queues the leader's save (queries/cursor_save.sql) under
 // its lease token, and with the save's failpoint armed a pause after it,
 // before the round trip commits.
-func (s *Store) queueCursorSave(b *pgx.Batch, plan *cursorPlan, r *cursorReply) {
+func (c *Cursor) queueCursorSave(b *pgx.Batch, plan *cursorPlan, r *cursorReply) {
 	save := plan.saveArgs
-	b.Queue(s.q.cursorSave, plan.leaderTok, save.pos, s.cursor.lease.Milliseconds(), save.head, save.lo, save.hi).
+	b.Queue(c.s.q.cursorSave, plan.leaderTok, save.pos, c.cs.lease.Milliseconds(), save.head, save.lo, save.hi).
 		Exec(func(t pgconn.CommandTag) error { r.saveTag = t; return nil })
 	r.pauseSave = failpoint.Enabled && failpoint.Armed(cursorSaveFailpoint)
 	if r.pauseSave {
-		b.Queue(s.q.failpointWatch)
-		b.Queue(s.q.failpointPause)
+		b.Queue(c.s.q.failpointWatch)
+		b.Queue(c.s.q.failpointPause)
 	}
 }
 
 // applySave takes the result of a committed save: the saved position and
 // the renewed lease, or, when the save changed no row because another
 // relay took the lease over, the end of the lead. It reports whether the
-// store still leads. cs.mu is held.
-func (s *Store) applySave(plan *cursorPlan, r *cursorReply) bool {
-	cs := &s.cursor
+// Cursor still leads. cs.mu is held.
+func (c *Cursor) applySave(plan *cursorPlan, r *cursorReply) bool {
+	cs := &c.cs
 	if r.saveTag.RowsAffected() == 0 {
-		s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", s.cfg.Schema))
+		c.s.cfg.Logger.Warn("pgstore: cursor lease taken over; no longer leading", slog.String("schema", c.s.cfg.Schema))
 		cs.dropLead()
 		return false
 	}

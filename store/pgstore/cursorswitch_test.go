@@ -50,7 +50,7 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	awaitBackend(t, b.pool, 10*time.Second, "the switch does not wait for the mode's row",
 		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.schema+"%outbox_relay_mode%FOR UPDATE%")
 
-	standby := leaseStore(t, b, b.pool)
+	standby := leaseCursor(t, b, b.pool)
 	led := cursorClaim(t, standby, "B")
 	if leading, _ := standby.Leading(); !leading || !slices.Equal(seqsOf(led.Records), seqs) {
 		t.Fatalf("setup: the standby leads: %v, and holds %v; want it to lead and hold %v", leading, seqsOf(led.Records), seqs)
@@ -67,9 +67,8 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 		t.Errorf("DisableCursor after B took the lead = %v; want ErrModeSwitch naming B", err)
 	}
 
-	// The claims (a relay in claim mode, or the table path of a standby)
-	// find none of the messages B holds.
-	other := leaseStore(t, b, b.pool)
+	// The table path of a standby finds none of the messages B holds.
+	other := leaseCursor(t, b, b.pool)
 	for range 5 {
 		c := cursorClaim(t, other, "C")
 		for _, s := range seqsOf(c.Records) {
@@ -93,8 +92,10 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 
 // A standby tries to lead while the switch, past its checks, has turned
 // the cursor off but not committed: the standby waits for the switch, then
-// finds cursor mode off and does not lead; the messages the switch gave
-// back to the claims are claimed once each.
+// finds cursor mode off and does not lead: its table path may claim in
+// that round trip, and its next claim refuses (ErrNotCursorMode). The
+// messages the switch gave back to the claims are claimed once each, by
+// the standby's table path and then by a Store.
 func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
 	ctx := testCtx(t)
@@ -126,7 +127,7 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	awaitBackend(t, b.pool, 10*time.Second, "the switch does not pause after turning the cursor off",
 		"wait_event = 'advisory' AND query LIKE $1", "%"+b.schema+"%outbox_cursor%")
 
-	standby := leaseStore(t, b, b.pool)
+	standby := leaseCursor(t, b, b.pool)
 	claimed := make(chan claimResult, 1)
 	go func() {
 		c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: cursorLease})
@@ -152,6 +153,10 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 		t.Fatalf("the cursor's lease is %q's after the switch, want nobody's", owner)
 	}
 
+	if c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: cursorLease}); !errors.Is(err, pgstore.ErrNotCursorMode) {
+		t.Fatalf("the standby's claim after the switch = %v, %v; want ErrNotCursorMode", seqsOf(c.Records), err)
+	}
+
 	// Every message is claimed, once.
 	got := seqsOf(first.c.Records)
 	markSent(t, standby, first.c)
@@ -159,9 +164,9 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("claimed %v after the switch, want %v", got, seqs)
 		}
-		c := cursorClaim(t, standby, "B")
+		c := cursorClaim(t, b.store, "B")
 		got = append(got, seqsOf(c.Records)...)
-		markSent(t, standby, c)
+		markSent(t, b.store, c)
 	}
 	if slices.Sort(got); !slices.Equal(got, seqs) {
 		t.Errorf("claimed %v after the switch, want each of %v once", got, seqs)

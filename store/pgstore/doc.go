@@ -1,6 +1,7 @@
 // Package pgstore is the PostgreSQL outbox store, built on pgx v5. It
 // writes messages inside the application's own transactions and implements
-// [store.Queue] and [store.Notifier] for the relay.
+// [store.Queue] and [store.Notifier] for the relay: [Store] claims messages
+// in claim mode, and a [Cursor] of it reads them in cursor mode.
 //
 // # Setting up
 //
@@ -142,7 +143,7 @@
 // # Claiming
 //
 // Claim mode is the default: every relay claims due messages from the
-// table and marks each one. [Store.Claim] is one autocommit statement: a CTE selects due heads of
+// table and marks each one, on a [Store]. [Store.Claim] is one autocommit statement: a CTE selects due heads of
 // aggregates with FOR UPDATE SKIP LOCKED, and an UPDATE leases them under a
 // new random token. MarkSent, MarkFailed and Release change a row only while
 // it is IN_FLIGHT under that token, so a relay whose lease expired and was
@@ -168,12 +169,26 @@
 // In claim mode every message is claimed (an UPDATE) and marked SENT
 // (another UPDATE): two new row versions, their index entries and their
 // WAL for every message, on the server the writers use. In cursor mode
-// ([Store.EnableCursor]) the outbox is read like a log: one relay, the
-// leader, reads the QUEUED messages in seq order, publishes them, and keeps
-// its place in the single row of outbox_cursor. A message's row is written
-// only if its publish fails. The rest of the contract is the same: the
-// relay's loop, its batches, retries and dead letters do not change, and
-// Store implements [store.Queue] in both modes.
+// ([Store.SetMode] to [ModeCursor], or [Store.EnableCursor]) the outbox is
+// read like a log: one relay, the leader, reads the QUEUED messages in seq
+// order, publishes them, and keeps its place in the single row of
+// outbox_cursor. A message's row is written only if its publish fails.
+//
+// Each relay reads an outbox in cursor mode through a [Cursor] of its own,
+// made by [Store.Cursor]: it shares the Store's pool and Config, and
+// implements [store.Queue], [store.MarkClaimer] and [store.Notifier] with
+// the same contract, so that the relay's loop, its batches, retries and
+// dead letters do not change (package relay/cursor is the relay's cursor
+// strategy on it). Its claim hands out the leader's messages and the table
+// path's, and its MarkSent of a cursor message is answered from memory
+// ([Cursor.MarksInMemory]). Each mode has its own claims: on an outbox in
+// cursor mode [Store.Claim] and [Store.MarkSentAndClaim] return an error
+// wrapping [ErrNotClaimMode] (a Store checks the mode before its first
+// claim and every few seconds in a claim's round trip), and on an outbox
+// not in cursor mode [Cursor.Claim] returns one wrapping
+// [ErrNotCursorMode]; each says what to run instead. [Store.MarkSent],
+// MarkFailed and Release mark a Store's claims in any mode, so that a
+// claim made just before a switch is still marked.
 //
 // Not passing a message that is still committing: seqs are taken at INSERT
 // but become visible at COMMIT, so a reader can see seq 11 while seq 10 is
@@ -216,22 +231,22 @@
 // One leader, and the table path: the leader holds a lease on the cursor
 // row (its token fences every write it makes, as claims are fenced):
 // Config.LeaderLease, 5 s by default, of its own and not the claims'
-// lease. Its saves renew it, and so does the Store itself, on a goroutine
+// lease. Its saves renew it, and so does the Cursor itself, on a goroutine
 // of its own, every third of the lease from the moment it leads until it
-// resigns, loses the lead or its pool is closed, whatever its caller does:
+// resigns, loses the lead or the pool is closed, whatever its caller does:
 // an idle leader, or one whose publishes wait for a broker that does not
 // answer, keeps the lead, with relay.Relay or without it, and behind any
-// wrapper of the Store (a program that drives a Store itself calls Resign
-// when it stops using it; a leading Store that gets no claim for two
-// minutes gives the lead up by itself). Other relays are standbys: they try to lead at
-// least five times per lease and take over when the lease has expired (a
-// leader that hangs, is stopped or cut off renews nothing), or at once
-// when the leader resigned ([Store.Resign], called by relay.Relay.Stop). A
-// leader that resumes after its lease ran out finds that before anything
-// it does, and a write already under way changes nothing once another
-// relay took the lease (its token is not the cursor row's): it saves no
-// position, moves no message to the table path,
-// and its acknowledgements in memory are dropped with its window. The next
+// wrapper of the Cursor (a program that drives a Cursor itself calls
+// Resign when it stops using it; a leading Cursor that gets no claim for
+// two minutes gives the lead up by itself). Other relays are standbys:
+// they try to lead at least five times per lease and take over when the
+// lease has expired (a leader that hangs, is stopped or cut off renews
+// nothing), or at once when the leader resigned ([Cursor.Resign], called
+// when the relay stops). A leader that resumes after its lease ran out
+// finds that before anything it does, and a write already under way
+// changes nothing once another relay took the lease (its token is not the
+// cursor row's): it saves no position, moves no message to the table
+// path, and its acknowledgements in memory are dropped with its window. The next
 // leader publishes again what the old one had not saved as handled, and
 // the old one's publishes that were in flight when it hung may still reach
 // the broker: duplicates, which at-least-once allows; each of those was

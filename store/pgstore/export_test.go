@@ -30,12 +30,12 @@ func (s *Store) MigrateThrough(ctx context.Context, version int) error {
 	return s.Migrate(ctx)
 }
 
-// Hang stops renewing the store's lead, as in a process that hangs (or
-// dies): the lease runs out unless a round trip of the store saves, and
-// the store believes it leads until its local check finds the lease about
+// Hang stops renewing the Cursor's lead, as in a process that hangs (or
+// dies): the lease runs out unless a round trip of the Cursor saves, and
+// the Cursor believes it leads until its local check finds the lease about
 // to end.
-func (s *Store) Hang() {
-	cs := &s.cursor
+func (c *Cursor) Hang() {
+	cs := &c.cs
 	cs.mu.Lock()
 	cs.stopKeeper()
 	done := cs.keepDone
@@ -45,6 +45,6 @@ func (s *Store) Hang() {
 	}
 }
 
-// SetLeadIdleLimit sets how long the store may lead without a claim
+// SetLeadIdleLimit sets how long the Cursor may lead without a claim
 // (leadIdleLimit), for tests.
-func (s *Store) SetLeadIdleLimit(d time.Duration) { s.leadIdle = d }
+func (c *Cursor) SetLeadIdleLimit(d time.Duration) { c.leadIdle = d }

@@ -15,11 +15,13 @@ import (
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// bundle is what most tests need: a migrated store in its own schema.
+// bundle is what most tests need: a migrated store in its own schema, and
+// in cursor mode (setupCursor) a Cursor of it.
 type bundle struct {
 	pool   *pgxpool.Pool
 	schema string
 	store  *pgstore.Store
+	cursor *pgstore.Cursor
 }
 
 func setup(t *testing.T) *bundle {

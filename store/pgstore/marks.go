@@ -15,6 +15,11 @@ import (
 // MarkSent marks the messages SENT, with PublishedAt the database's now, if
 // they are still IN_FLIGHT under token, and returns how many it changed. It
 // is one statement in one round trip.
+//
+// MarkSent, MarkFailed and Release change rows of the table that a claim
+// of the Store holds, in any mode: a claim made just before the outbox
+// switched to cursor mode is marked as any other (a cursor message is
+// never held under a Store's token).
 func (s *Store) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	if len(seqs) == 0 {
 		return 0, nil
@@ -42,13 +47,6 @@ func (s *Store) MarkFailed(ctx context.Context, token uuid.UUID, failures []stor
 		return 0, nil
 	}
 	f := newFailureArgs(failures)
-	if s.cursor.inCursorMode() {
-		n, err := s.cursorMarkFailed(ctx, token, f)
-		if err != nil {
-			return 0, fmt.Errorf("pgstore: mark failed: %w", s.explain(err))
-		}
-		return n, nil
-	}
 	var changed int64
 	b := s.relayBatch()
 	b.Queue(s.q.markFailed, token, f.seqs, f.errs, f.delays, f.counts, f.deads, f.queued, (*uuid.UUID)(nil)).
@@ -91,18 +89,10 @@ func newFailureArgs(failures []store.Failure) failureArgs {
 
 // Release gives the messages back, due at once and without counting an
 // attempt (PENDING, or FAILED if they had failed before), if they are still
-// IN_FLIGHT under token. It returns how many it changed. In cursor mode a
-// cursor message goes back to the leader's window instead.
+// IN_FLIGHT under token. It returns how many it changed.
 func (s *Store) Release(ctx context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	if len(seqs) == 0 {
 		return 0, nil
-	}
-	if s.cursor.inCursorMode() {
-		n, err := s.cursorRelease(ctx, token, seqs)
-		if err != nil {
-			return n, fmt.Errorf("pgstore: release: %w", s.explain(err))
-		}
-		return n, nil
 	}
 	n, err := s.releaseTable(ctx, token, seqs)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -265,27 +266,32 @@ func TestMode_TheCursorFlagAndTheRecordAgree(t *testing.T) {
 }
 
 // Claim mode to cursor mode and back with SetMode while messages are
-// written: the claim-mode relay follows the switch into cursor mode by
-// itself; the switch back is refused while it leads, and made once it
-// stopped. Every message is published once, in order per aggregate.
+// written: the Store of the claim-mode relay refuses its claims once it
+// sees the switch (ErrNotClaimMode), and a relay on a Cursor takes over,
+// as a relay that follows the mode does; the switch back is refused while
+// that relay leads, and made once it stopped. Every message is published
+// once, in order per aggregate.
 func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := testCtx(t)
 	snk := &recordingSink{byAgg: map[string][]int64{}}
-	startRelay := func(id string) (*pgstore.Store, func()) {
+	newStore := func() *pgstore.Store {
 		st, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rl, err := relay.New(relay.Config{Store: st, Sink: snk, ID: id, PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second})
+		return st
+	}
+	startRelay := func(id string, q store.Queue) func() {
+		rl, err := relay.New(relay.Config{Store: q, Sink: snk, ID: id, PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := rl.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return st, func() {
+		return func() {
 			if err := rl.Stop(context.Background()); err != nil {
 				t.Error(err)
 			}
@@ -324,12 +330,20 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 		}
 	}
 
-	st, stop := startRelay("A")
+	st := newStore()
+	stop := startRelay("A", st)
 	waitFor("claim mode publishes", func() bool { return snk.count() > 50 })
 	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t"); err != nil || sw.From != pgstore.ModeClaim {
 		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
 	}
-	waitFor("the relay leads the cursor", func() bool { leading, _ := st.Leading(); return leading })
+	waitFor("the claim-mode relay's Store refuses", func() bool {
+		_, err := st.Claim(ctx, store.ClaimParams{Owner: "probe", Limit: 0, Lease: time.Second})
+		return errors.Is(err, pgstore.ErrNotClaimMode)
+	})
+	stop()
+	cur := newStore().Cursor()
+	stop = startRelay("B", cur)
+	waitFor("the relay leads the cursor", func() bool { leading, _ := cur.Leading(); return leading })
 	sent := snk.count()
 	waitFor("cursor mode publishes", func() bool { return snk.count() > sent+50 })
 	if _, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
@@ -341,7 +355,7 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); err != nil || sw.From != pgstore.ModeCursor || sw.Requeued == 0 {
 		t.Fatalf("SetMode(claim) = %+v, %v; want the unsent QUEUED messages requeued", sw, err)
 	}
-	_, stop = startRelay("B")
+	stop = startRelay("C", newStore())
 	defer stop()
 	time.Sleep(200 * time.Millisecond)
 	close(done)

@@ -38,14 +38,7 @@ var ErrListenNotDelivered = errors.New("pgstore: notifications: LISTEN does not 
 // every transaction that enqueues messages sends a NOTIFY at commit. While no
 // relay is registered, enqueues send none, so writers keep PostgreSQL's
 // group commit (a NOTIFY serializes commits database-wide).
-//
-// In cursor mode a standby (a relay that does not lead the cursor) does not
-// register: only the leader publishes new messages, and a standby's table
-// path and its attempts to lead run at its poll interval anyway.
 func (s *Store) Idle(ctx context.Context, owner string, d time.Duration) error {
-	if s.cursor.standby() {
-		return nil
-	}
 	if _, err := s.pool.Exec(ctx, s.q.idle, owner, d.Milliseconds()); err != nil {
 		return fmt.Errorf("pgstore: idle: %w", s.explain(err))
 	}

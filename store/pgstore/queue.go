@@ -39,6 +39,12 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 //
 // The claim scans the due messages in seq order from the claim floor (see
 // Config.FullClaimInterval).
+//
+// Claims are claim mode's (and CDC mode's, whose relays may run beside
+// claiming ones). On an outbox in cursor mode Claim returns an error
+// wrapping [ErrNotClaimMode] and claims nothing: its messages are read by
+// a [Cursor]. The Store reads the mode before its first claim, and checks
+// it every few seconds in the round trip of a claim.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
 	_, c, err := s.markAndClaim(ctx, uuid.Nil, nil, &p)
 	if err != nil {
@@ -50,6 +56,8 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, er
 // MarkSentAndClaim marks seqs SENT like [Store.MarkSent] and claims the
 // next batch like [Store.Claim], in one transaction and one round trip
 // ([store.MarkClaimer]). The claim sees the mark. With no seqs it is Claim.
+// On an outbox in cursor mode it marks nothing and returns an error
+// wrapping [ErrNotClaimMode], as Claim does; MarkSent still marks.
 func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p store.ClaimParams) (int64, store.Claim, error) {
 	n, c, err := s.markAndClaim(ctx, token, seqs, &p)
 	if err != nil {
@@ -60,24 +68,19 @@ func (s *Store) MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []in
 
 // markAndClaim sends one pgx batch: the relay's session settings, the mark
 // of seqs (if any), and the claim floor query and the claim (if p is not
-// nil). A batch is one round trip and runs in one implicit transaction,
-// committed at its end. In cursor mode it is cursorTrip.
+// nil), with the check of the mode when it is due. A batch is one round
+// trip and runs in one implicit transaction, committed at its end. A claim
+// on an outbox known to be in cursor mode is refused before anything is
+// sent.
 func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p *store.ClaimParams) (int64, store.Claim, error) {
-	if p != nil {
-		s.cursor.claimed.Store(time.Now().UnixNano())
-	}
-	m, err := s.detectMode(ctx, p)
-	if err != nil {
-		return 0, store.Claim{}, err
-	}
-	if m == modeCursor {
-		return s.cursorTrip(ctx, token, seqs, p)
-	}
 	var c store.Claim
 	claiming := p != nil
 	if claiming {
 		if p.Lease < time.Millisecond {
 			return 0, c, fmt.Errorf("pgstore: claim: ClaimParams.Lease %v must be at least 1ms", p.Lease)
+		}
+		if err := s.claimMode(ctx); err != nil {
+			return 0, c, err
 		}
 		claimToken, err := uuid.NewRandom()
 		if err != nil {
@@ -110,8 +113,8 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 		defer scan.done()
 	}
 	// Now and then, whether cursor mode was turned on (EnableCursor): the
-	// next claim then follows it.
-	checking := claiming && s.cursor.claimModeCheckDue()
+	// next claim then refuses.
+	checking := claiming && s.modes.checkDue()
 	var active bool
 	if checking {
 		b.Queue(s.q.cursorMode).QueryRow(func(row pgx.Row) error { return row.Scan(&active) })
@@ -131,7 +134,9 @@ func (s *Store) markAndClaim(ctx context.Context, token uuid.UUID, seqs []int64,
 		s.floor.end(*scan)
 	}
 	if checking {
-		s.cursor.claimModeChecked(active)
+		// A claim that finds cursor mode turned on still counts: it
+		// claimed table rows, which its token marks as in claim mode.
+		s.modes.checked(active)
 	}
 	return marked, c, nil
 }

@@ -69,7 +69,7 @@ type Config struct {
 	// deleting rows (package ops, "outbox cleanup --partitions"). Defaults
 	// to the zero Partitioning: a plain table.
 	Partitioning Partitioning
-	// CursorSaveInterval is how often, in cursor mode ([EnableCursor]), the
+	// CursorSaveInterval is how often, in cursor mode ([Cursor]), the
 	// leading relay saves its position, and what it handled above it, while
 	// messages are acknowledged. A leader that stops without resigning (a
 	// crash) leaves its last save, and the next leader publishes again what
@@ -87,8 +87,8 @@ type Config struct {
 	// LeaderLease is, in cursor mode, the lease of the relay that leads
 	// the cursor: the longest a standby waits for a leader that stopped
 	// renewing it (a hung or partitioned process) before it takes over.
-	// A Store that leads renews its lease every third of it, on its pool,
-	// until it resigns ([Store.Resign]), loses the lead or its pool is
+	// A Cursor that leads renews its lease every third of it, on the pool,
+	// until it resigns ([Cursor.Resign]), loses the lead or the pool is
 	// closed, whatever its caller does meanwhile (reads, idles or waits
 	// for the broker). A standby tries to lead with its claims, as often as
 	// FullClaimInterval allows and at least five times per LeaderLease
@@ -136,20 +136,17 @@ type Store struct {
 	onProbePiece func(from, to int64)
 	// rotation is where claims start their scan by aggregate (queue.go).
 	rotation claimRotation
-	cursor   cursorState // cursor mode (cursor.go)
-	// leadIdle replaces leadIdleLimit when set (tests).
-	leadIdle time.Duration
+	// modes is what the store knows of the outbox's mode (claimmode.go).
+	modes claimModes
 	// migrations are the embedded migrations with their SQL rendered.
 	migrations []migrate.Migration
 }
 
 // Compile-time proof that Store is a full store backend.
 var (
-	_ store.Queue        = (*Store)(nil)
-	_ store.Notifier     = (*Store)(nil)
-	_ store.MarkClaimer  = (*Store)(nil)
-	_ store.Resigner     = (*Store)(nil)
-	_ store.MemoryMarker = (*Store)(nil)
+	_ store.Queue       = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.MarkClaimer = (*Store)(nil)
 )
 
 // queries are the rendered SQL texts, with the schema filled in.
@@ -158,7 +155,7 @@ type queries struct {
 	idle, busy                                                 string
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
-	// Cursor mode (cursor.go).
+	// Cursor mode (cursor.go, cursormode.go).
 	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
 	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string
