@@ -114,9 +114,10 @@ type Notifier interface {
 }
 
 // MarkClaimer is implemented by stores that can mark a batch SENT and claim
-// the next one in a single round trip to the database. A relay that finds
-// it uses it for every batch that was published without failures, halving
-// its round trips; other stores keep working with MarkSent and Claim.
+// the next one in a single round trip to the database. The claim strategy
+// (package relay/claim) uses it for every batch that was published without
+// failures, halving its round trips; other stores keep working with
+// MarkSent and Claim.
 type MarkClaimer interface {
 	// MarkSentAndClaim does MarkSent(ctx, token, seqs) and then
 	// Claim(ctx, p), with the same guarantees as the two calls. The claim
@@ -127,23 +128,4 @@ type MarkClaimer interface {
 	// (anything claimed by a commit whose reply was lost becomes claimable
 	// again when its lease expires, as with Claim).
 	MarkSentAndClaim(ctx context.Context, token uuid.UUID, seqs []int64, p ClaimParams) (int64, Claim, error)
-}
-
-// Resigner is implemented by queues in which one relay at a time leads
-// (pgstore.Cursor: the leader reads the outbox like a log). The
-// relay calls Resign once when it stops, after its last mark, so that the
-// store saves its progress and another relay can take over at once instead
-// of after a lease. A store that does not lead does nothing.
-type Resigner interface {
-	Resign(ctx context.Context) error
-}
-
-// MemoryMarker is implemented by queues that may record MarkSent in memory
-// and write it to the database later in bulk (pgstore.Cursor, whose leader
-// keeps a position). While MarksInMemory reports true, the relay
-// marks a published batch with MarkSent and then claims the next one with
-// Claim, instead of MarkSentAndClaim: the mark costs no round trip, and the
-// batch's acknowledgement does not wait for the next claim.
-type MemoryMarker interface {
-	MarksInMemory() bool
 }

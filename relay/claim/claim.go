@@ -30,12 +30,11 @@ func (s *Strategy) Claim(ctx context.Context, p store.ClaimParams) (store.Claim,
 // store.MarkClaimer, it calls next.Linger and then marks and claims the
 // next batch in one round trip (MarkSentAndClaim), and returns that claim;
 // if Linger reports that the relay no longer wants the batch, it only
-// marks. Otherwise it marks with MarkSent and returns a nil claim. A queue
-// that answers marks from memory now (see markOnly) marks with MarkSent as
-// well. On error nothing counts as marked or claimed.
+// marks. Otherwise it marks with MarkSent and returns a nil claim. On
+// error nothing counts as marked or claimed.
 func (s *Strategy) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64, next *strategy.Next) (int64, *store.Claim, error) {
 	mc, ok := s.q.(store.MarkClaimer)
-	if !ok || next == nil || s.markOnly() || !next.Linger() {
+	if !ok || next == nil || !next.Linger() {
 		n, err := s.q.MarkSent(ctx, token, seqs)
 		return n, nil, err
 	}
@@ -62,3 +61,7 @@ func (s *Strategy) Wakeups() store.Notifier {
 	n, _ := s.q.(store.Notifier)
 	return n
 }
+
+// Close does nothing: claims hold no lead, and their leases end by
+// themselves.
+func (s *Strategy) Close(context.Context) error { return nil }

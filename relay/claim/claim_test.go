@@ -58,25 +58,6 @@ func (notifier) Notifications(context.Context) (<-chan struct{}, error) { return
 func (notifier) Idle(context.Context, string, time.Duration) error      { return nil }
 func (notifier) Busy(context.Context, string) error                     { return nil }
 
-// memoryMarker is a queue that marks in memory while inMemory.
-type memoryMarker struct {
-	markClaimer
-	inMemory bool
-}
-
-func (q memoryMarker) MarksInMemory() bool { return q.inMemory }
-
-// resigner is a queue in which one relay leads.
-type resigner struct {
-	*queue
-	err error
-}
-
-func (q resigner) Resign(context.Context) error {
-	*q.calls = append(*q.calls, "Resign")
-	return q.err
-}
-
 func newQueue() *queue {
 	return &queue{calls: new([]string), claimed: store.Claim{Token: uuid.New(), Records: []outbox.Record{{Seq: 9}}}}
 }
@@ -133,9 +114,8 @@ func TestMarkSent_PlainQueue_MarksAloneWithoutLingering(t *testing.T) {
 }
 
 // When the linger reports that the relay no longer wants the batch (it
-// stops or pauses), MarkSent only marks; a store that marks in memory now
-// is marked alone without a linger.
-func TestMarkSent_MarksAloneWhenNoBatchIsWantedOrMarksAreInMemory(t *testing.T) {
+// stops or pauses), MarkSent only marks.
+func TestMarkSent_MarksAloneWhenNoBatchIsWanted(t *testing.T) {
 	q := newQueue()
 	_, c, err := claim.New(markClaimer{q}).MarkSent(context.Background(), uuid.New(), []int64{1}, next(q, false))
 	if err != nil || c != nil {
@@ -145,17 +125,6 @@ func TestMarkSent_MarksAloneWhenNoBatchIsWantedOrMarksAreInMemory(t *testing.T) 
 		t.Fatalf("calls %v; want %v", *q.calls, want)
 	}
 
-	for _, inMemory := range []bool{true, false} {
-		q := newQueue()
-		_, c, err := claim.New(memoryMarker{markClaimer{q}, inMemory}).MarkSent(context.Background(), uuid.New(), []int64{1}, next(q, true))
-		want := []string{"Linger", "MarkSentAndClaim"}
-		if inMemory {
-			want = []string{"MarkSent"}
-		}
-		if err != nil || (c == nil) != inMemory || !slices.Equal(*q.calls, want) {
-			t.Errorf("marks in memory %v: claim %v, error %v, calls %v; want calls %v", inMemory, c, err, *q.calls, want)
-		}
-	}
 }
 
 // A failed round trip counts nothing as marked and nothing as claimed.
@@ -200,16 +169,10 @@ func TestWakeups_TheQueuesNotifierOrNil(t *testing.T) {
 	}
 }
 
-// Close does nothing for a queue in which every relay claims, and resigns
-// the lead of one in which one relay leads, returning its error.
-func TestClose_ResignsOnlyALeadingQueue(t *testing.T) {
+// Close does nothing: claims hold no lead.
+func TestClose_DoesNothing(t *testing.T) {
 	q := newQueue()
 	if err := claim.New(q).Close(context.Background()); err != nil || len(*q.calls) != 0 {
 		t.Fatalf("Close = %v with calls %v; want nil and none", err, *q.calls)
-	}
-	failed := errors.New("resign failed")
-	err := claim.New(resigner{q, failed}).Close(context.Background())
-	if !errors.Is(err, failed) || !slices.Equal(*q.calls, []string{"Resign"}) {
-		t.Fatalf("Close = %v with calls %v; want the Resign's error", err, *q.calls)
 	}
 }

@@ -36,11 +36,10 @@ func (s *Strategy) Claim(ctx context.Context, p store.ClaimParams) (store.Claim,
 // (next.Linger) and marks and claims the next batch in one round trip
 // ([pgstore.Cursor.MarkSentAndClaim]).
 func (s *Strategy) MarkSent(ctx context.Context, token uuid.UUID, seqs []int64, next *strategy.Next) (int64, *store.Claim, error) {
-	if next == nil || s.c.MarksInMemory() {
+	if next == nil || s.c.MarksInMemory() || !next.Linger() {
 		n, err := s.c.MarkSent(ctx, token, seqs)
 		return n, nil, err
 	}
-	next.Linger()
 	n, c, err := s.c.MarkSentAndClaim(ctx, token, seqs, next.Params)
 	if err != nil {
 		return 0, nil, err

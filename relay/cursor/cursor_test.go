@@ -70,7 +70,7 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 	ctx := context.Background()
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
 	lingered := 0
-	next := &strategy.Next{Params: p, Linger: func() { lingered++ }}
+	next := &strategy.Next{Params: p, Linger: func() bool { lingered++; return true }}
 
 	leader := cursor.New(st.Cursor())
 	enqueue(t, st, pool, "1", "2")
@@ -136,7 +136,7 @@ func TestStrategy_RefusesAnOutboxInClaimMode(t *testing.T) {
 	if c, err := s.Claim(ctx, p); !errors.Is(err, pgstore.ErrNotCursorMode) || len(c.Records) != 0 {
 		t.Errorf("Claim in claim mode = %v, %v; want ErrNotCursorMode", seqsOf(c), err)
 	}
-	_, claimed, err := s.MarkSent(ctx, [16]byte{1}, []int64{1}, &strategy.Next{Params: p, Linger: func() {}})
+	_, claimed, err := s.MarkSent(ctx, [16]byte{1}, []int64{1}, &strategy.Next{Params: p, Linger: func() bool { return true }})
 	if !errors.Is(err, pgstore.ErrNotCursorMode) || claimed != nil {
 		t.Errorf("MarkSent with next in claim mode = %v, %v; want ErrNotCursorMode", claimed, err)
 	}

@@ -36,7 +36,7 @@ func Example() {
 		}
 	}()
 	p := store.ClaimParams{Owner: "relay-1", Limit: 100, Lease: 30 * time.Second}
-	next := &strategy.Next{Params: p, Linger: func() {}}
+	next := &strategy.Next{Params: p, Linger: func() bool { return true }}
 	c, err := s.Claim(ctx, p) // in claim mode: an error wrapping pgstore.ErrNotCursorMode
 	for err == nil && len(c.Records) > 0 {
 		seqs := make([]int64, len(c.Records))
