@@ -12,9 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/modes"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
-	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -90,11 +91,11 @@ func (r *relayFlags) check() error {
 	return nil
 }
 
-// config returns the relay.Config for the flags, with store, sink and
+// config returns the relay.Config for the flags, with strategy, sink and
 // logger; ID is filled in so that it can be logged before the relay starts.
-func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) relay.Config {
+func (r *relayFlags) config(strat strategy.Strategy, s sink.Sink, logger *slog.Logger) relay.Config {
 	return relay.Config{
-		Store:                 q,
+		Strategy:              strat,
 		Sink:                  s,
 		ID:                    r.id,
 		BatchSize:             r.batchSize,
@@ -183,9 +184,9 @@ start when the outbox records another mode, naming both and the switch
 
 // runRelay checks every setting before it touches the network, then runs
 // the relay until the command's context is done.
-// It runs pgstore's relay, which follows claim and cursor mode by itself;
-// for an outbox in CDC mode it returns errRecordedCDC, or refuses (see
-// checkMode).
+// It runs the strategy of the outbox's mode (package relay/modes), which
+// follows a switch between claim and cursor mode by itself; for an outbox
+// in CDC mode it returns errRecordedCDC, or refuses (see checkMode).
 func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags, cf *cdcFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
@@ -213,7 +214,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 			a.logger.Warn("closing the Kafka client", slog.Any("error", err))
 		}
 	}()
-	cfg := rf.config(st, snk, a.logger)
+	cfg := rf.config(modes.New(st, a.logger), snk, a.logger)
 	adm, err := a.startAdmin(ctx, af, pool, snk, cfg.ID, nil)
 	if err != nil {
 		return err
