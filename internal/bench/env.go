@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/modes"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -413,7 +414,7 @@ func (r *runner) startRelay(ctx context.Context, s *scenario, id string, log *ac
 		pool.Close()
 		return nil, err
 	}
-	rc.Store, rc.Sink, rc.ID = r.relayQueue(st), withTimes(snk, log), id
+	rc.Strategy, rc.Sink, rc.ID = modes.New(st, rc.Logger), withTimes(snk, log), id
 	rc.Hooks = chainHooks(rc.Hooks, hooks)
 	rl, err := relay.New(rc)
 	if err == nil {

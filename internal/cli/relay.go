@@ -12,9 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/modes"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
-	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -90,11 +91,11 @@ func (r *relayFlags) check() error {
 	return nil
 }
 
-// config returns the relay.Config for the flags, with store, sink and
+// config returns the relay.Config for the flags, with strategy, sink and
 // logger; ID is filled in so that it can be logged before the relay starts.
-func (r *relayFlags) config(q store.Queue, s sink.Sink, logger *slog.Logger) relay.Config {
+func (r *relayFlags) config(strat strategy.Strategy, s sink.Sink, logger *slog.Logger) relay.Config {
 	return relay.Config{
-		Store:                 q,
+		Strategy:              strat,
 		Sink:                  s,
 		ID:                    r.id,
 		BatchSize:             r.batchSize,
@@ -182,10 +183,9 @@ start when the outbox records another mode, naming both and the switch
 }
 
 // runRelay checks every setting before it touches the network, then runs
-// the relay until the command's context is done: on the Store in claim
-// mode, on a Cursor of it in cursor mode (the mode the outbox records when
-// the relay starts). For an outbox in CDC mode it returns errRecordedCDC,
-// or refuses (see checkMode).
+// the relay until the command's context is done. It runs the strategy of the outbox's mode (package relay/modes), which
+// follows a switch between claim and cursor mode by itself; for an outbox
+// in CDC mode it returns errRecordedCDC, or refuses (see checkMode).
 func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *adminFlags, cf *cdcFlags) error {
 	ctx := cmd.Context()
 	if err := rf.check(); err != nil {
@@ -213,7 +213,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 			a.logger.Warn("closing the Kafka client", slog.Any("error", err))
 		}
 	}()
-	cfg := rf.config(st, snk, a.logger)
+	cfg := rf.config(modes.New(st, a.logger), snk, a.logger)
 	adm, err := a.startAdmin(ctx, af, pool, snk, cfg.ID, nil)
 	if err != nil {
 		return err
@@ -238,16 +238,8 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		return err
 	}
 	if ctx.Err() == nil {
-		m, err := a.checkMode(ctx, st, cf, false)
-		if err != nil {
+		if _, err := a.checkMode(ctx, st, cf, false); err != nil {
 			return err
-		}
-		if m == pgstore.ModeCursor {
-			// One relay leads the cursor, the others stand by.
-			cfg.Store = st.Cursor()
-			if r, err = relay.New(cfg); err != nil {
-				return err
-			}
 		}
 		if err := r.Run(ctx); err != nil {
 			return fmt.Errorf("relay %s: %w", r.ID(), err)
