@@ -14,8 +14,10 @@ import (
 	"github.com/outbox-dev/outbox/broker"
 	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/claim"
+	"github.com/outbox-dev/outbox/relay/cursor"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
-	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -28,11 +30,11 @@ func (e *env) startPolling(s sink.Sink) (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var q store.Queue = e.store
+	var strat strategy.Strategy = claim.New(e.store)
 	if m.Mode == pgstore.ModeCursor {
-		q = e.store.Cursor()
+		strat = cursor.New(e.store.Cursor())
 	}
-	r, err := relay.New(relay.Config{Store: q, Sink: s, PollInterval: 50 * time.Millisecond,
+	r, err := relay.New(relay.Config{Strategy: strat, Sink: s, PollInterval: 50 * time.Millisecond,
 		Lease: 5 * time.Second, Logger: quietLogger()})
 	if err != nil {
 		e.t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -462,7 +463,7 @@ func TestStats_CursorMode_ARelayDrainsTheLag(t *testing.T) {
 	b := setupWith(t, ops.Config{ExactSentCount: true})
 	b.enableCursor(t)
 	ms := b.queued(t, 20, "Order")
-	rl, err := relay.New(relay.Config{ID: "relay-under-test", Store: b.store.Cursor(), Sink: &recordingSink{},
+	rl, err := relay.New(relay.Config{ID: "relay-under-test", Strategy: cursor.New(b.store.Cursor()), Sink: &recordingSink{},
 		PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

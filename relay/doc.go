@@ -63,6 +63,12 @@
 //     table path is a Relay over the claim strategy, for the aggregates
 //     the stream handed to it.
 //
+// Over PostgreSQL, package relay/modes runs the strategy of the mode the
+// outbox records and follows a switch between claim and cursor while the
+// relay runs; "outbox relay" uses it:
+//
+//	r, err := relay.New(relay.Config{Strategy: modes.New(st, logger), Sink: sink})
+//
 // # Lifecycle
 //
 // [Relay.Start] returns once the strategy's wake-ups are set up (at once

@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-dev/outbox/internal/leaktest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -49,7 +50,7 @@ func TestRelay_StartStop_LeavesNoConnectionOrGoroutine(t *testing.T) {
 			s := &fakeSink{}
 			cfg := fastConfig(b, s)
 			if mode.cursor {
-				cfg.Store = st.Cursor()
+				cfg.Store, cfg.Strategy = nil, cursor.New(st.Cursor())
 			}
 			cfg.Logger = testLogger(t)
 			r, err := relay.New(cfg)

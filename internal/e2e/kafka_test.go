@@ -20,6 +20,9 @@ import (
 	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/claim"
+	"github.com/outbox-dev/outbox/relay/cursor"
+	relaystrategy "github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store"
@@ -47,7 +50,7 @@ func runRelay(t *testing.T, q store.Queue, addrs []string, topic string, mod fun
 	if wrap != nil {
 		s = wrap(ks)
 	}
-	cfg := relay.Config{Store: q, Sink: s, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
+	cfg := relay.Config{Strategy: strategyFor(q), Sink: s, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
 		RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Logger: quietLogger()}
 	if mod != nil {
 		mod(&cfg)
@@ -261,4 +264,13 @@ func TestPoisonMessage_TooLarge_DeadLettersWithReason(t *testing.T) {
 
 func newKafkaSink(addrs []string, topic string) (*kafka.Sink, error) {
 	return kafka.New(kafka.Config{Brokers: addrs, DefaultTopic: topic, AllowAutoTopicCreation: true, Logger: quietLogger()})
+}
+
+// strategyFor returns the relay strategy for q: the cursor strategy for a
+// pgstore.Cursor, whose Close resigns the lead, else the claim strategy.
+func strategyFor(q store.Queue) relaystrategy.Strategy {
+	if c, ok := q.(*pgstore.Cursor); ok {
+		return cursor.New(c)
+	}
+	return claim.New(q)
 }

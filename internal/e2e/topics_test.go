@@ -65,7 +65,7 @@ func testMissingTopic(t *testing.T, cursor bool) {
 	}
 	t.Cleanup(func() { ks.Close() }) // after the relay stopped
 	counted := &countingSink{Sink: ks}
-	startTestRelay(t, relay.Config{Store: q, Sink: counted, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
+	startTestRelay(t, relay.Config{Strategy: strategyFor(q), Sink: counted, PollInterval: 100 * time.Millisecond, Lease: 5 * time.Second,
 		RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: 2, Logger: quietLogger()})
 
 	e := &env{t: t, pool: pool, store: st, schema: schema, addrs: b.Addrs(), topic: "orders"}

@@ -186,7 +186,9 @@
 // wrapping [ErrNotClaimMode] (a Store checks the mode before its first
 // claim and every few seconds in a claim's round trip), and on an outbox
 // not in cursor mode [Cursor.Claim] returns one wrapping
-// [ErrNotCursorMode]; each says what to run instead. [Store.MarkSent],
+// [ErrNotCursorMode]; each says what to run instead. Package relay/modes
+// catches both and switches the relay to the other strategy, so a relay
+// follows a switch while it runs. [Store.MarkSent],
 // MarkFailed and Release mark a Store's claims in any mode, so that a
 // claim made just before a switch is still marked.
 //

@@ -16,6 +16,9 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/claim"
+	"github.com/outbox-dev/outbox/relay/cursor"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -283,8 +286,8 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 		}
 		return st
 	}
-	startRelay := func(id string, q store.Queue) func() {
-		rl, err := relay.New(relay.Config{Store: q, Sink: snk, ID: id, PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second})
+	startRelay := func(id string, strat strategy.Strategy) func() {
+		rl, err := relay.New(relay.Config{Strategy: strat, Sink: snk, ID: id, PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +334,7 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	}
 
 	st := newStore()
-	stop := startRelay("A", st)
+	stop := startRelay("A", claim.New(st))
 	waitFor("claim mode publishes", func() bool { return snk.count() > 50 })
 	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t"); err != nil || sw.From != pgstore.ModeClaim {
 		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
@@ -342,7 +345,7 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	})
 	stop()
 	cur := newStore().Cursor()
-	stop = startRelay("B", cur)
+	stop = startRelay("B", cursor.New(cur))
 	waitFor("the relay leads the cursor", func() bool { leading, _ := cur.Leading(); return leading })
 	sent := snk.count()
 	waitFor("cursor mode publishes", func() bool { return snk.count() > sent+50 })
@@ -355,7 +358,7 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); err != nil || sw.From != pgstore.ModeCursor || sw.Requeued == 0 {
 		t.Fatalf("SetMode(claim) = %+v, %v; want the unsent QUEUED messages requeued", sw, err)
 	}
-	stop = startRelay("C", newStore())
+	stop = startRelay("C", claim.New(newStore()))
 	defer stop()
 	time.Sleep(200 * time.Millisecond)
 	close(done)
