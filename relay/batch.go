@@ -32,9 +32,13 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 	if !out.unavailable && len(out.sent) > 0 {
 		r.pause.Reset()
 	}
+	l := &linger{stopping: r.stopping}
+	if claimNext && len(b.claim.Records) < r.cfg.BatchSize {
+		l.d = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
+	}
 	var next *batch
 	if len(out.sent) > 0 {
-		next = r.settleSent(b, out, claimNext)
+		next = r.settleSent(b, out, claimNext, l)
 	}
 	if len(out.failed) > 0 {
 		r.settleFailed(b, out)
@@ -43,6 +47,9 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 		if n, ok := r.giveBack(b, out.released); ok {
 			r.log.Info("released unsent messages on shutdown", slog.Int64("messages", n))
 		}
+	}
+	if next == nil && len(out.sent) > 0 {
+		l.wait() // after every mark, so that none waits for it
 	}
 	return next
 }
@@ -101,19 +108,15 @@ func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 }
 
 // settleSent marks out.sent SENT and calls Hooks.Published. If claimNext,
-// the worker claims again at once, after lingering as Config.Linger says
-// when the batch was not full. If the batch has nothing else to mark and
-// the relay neither stops nor pauses, the mark asks the strategy for the
-// next batch as well (strategy.Next): a strategy that claims it in the
+// the worker claims again at once, after lingering (l) as Config.Linger
+// says when the batch was not full. If the batch has nothing else to mark
+// and the relay neither stops nor pauses, the mark asks the strategy for
+// the next batch as well (strategy.Next): a strategy that claims it in the
 // mark's round trip lingers before that trip and returns the batch, which
-// settleSent returns. Otherwise (nil) the worker lingers after the mark,
-// so that the batch's acknowledgement does not wait, and claims on its
-// own.
-func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
-	l := &linger{stopping: r.stopping}
-	if claimNext && len(b.claim.Records) < r.cfg.BatchSize {
-		l.d = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
-	}
+// settleSent returns. Otherwise (nil) runBatch lingers after the batch's
+// marks, so that its acknowledgement does not wait, and the worker claims
+// on its own.
+func (r *Relay) settleSent(b *batch, out outcome, claimNext bool, l *linger) *batch {
 	var next *batch
 	var nx *strategy.Next
 	if claimNext && len(out.failed) == 0 && len(out.released) == 0 && r.wantsNext() {
@@ -137,7 +140,6 @@ func (r *Relay) settleSent(b *batch, out outcome, claimNext bool) *batch {
 	})
 	r.markedSent(b, out.sent, n, err)
 	if c == nil {
-		l.wait()
 		return nil
 	}
 	next.claim = *c

@@ -64,7 +64,7 @@
 //     the stream handed to it.
 //
 // Over PostgreSQL, package relay/modes runs the strategy of the mode the
-// outbox records and follows a switch between claim and cursor while the
+// outbox records, and follows a switch from claim to cursor while the
 // relay runs; "outbox relay" uses it:
 //
 //	r, err := relay.New(relay.Config{Strategy: modes.New(st, logger), Sink: sink})

@@ -123,14 +123,14 @@ func (r *Relay) start(ctx context.Context) error {
 	return nil
 }
 
-// resignTimeout bounds the strategy's Close when the relay stops.
-const resignTimeout = 5 * time.Second
+// closeTimeout bounds the strategy's Close when the relay stops.
+const closeTimeout = 5 * time.Second
 
 // closeStrategy closes the strategy once its workers made their last
 // marks: a leader hands its lead over. A failure only means that another
 // relay takes over when the lead's lease expires.
 func (r *Relay) closeStrategy() {
-	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if err := r.strategy.Close(ctx); err != nil {
 		r.log.Warn("closing the strategy failed; a lead it held passes on when its lease expires", slog.Any("error", err))

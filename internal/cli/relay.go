@@ -238,7 +238,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		return err
 	}
 	if ctx.Err() == nil {
-		if _, err := a.checkMode(ctx, st, cf, false); err != nil {
+		if err := a.checkMode(ctx, st, cf, false); err != nil {
 			return err
 		}
 		if err := r.Run(ctx); err != nil {

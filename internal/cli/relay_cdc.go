@@ -80,8 +80,8 @@ func (c *cdcFlags) check() (cdc.Cleanup, error) {
 }
 
 // runRelayMode runs the relay in the mode the outbox records, which --mode,
-// if given, must name: pgstore's relay in claim and cursor mode, the CDC
-// relay in CDC mode.
+// if given, must name: the polling relay (relay/modes) in claim and cursor
+// mode, the CDC relay in CDC mode.
 func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf *cdcFlags, af *adminFlags) error {
 	af.addrGiven = changed(cmd.Flags(), "metrics-addr")
 	switch cf.mode {
@@ -114,43 +114,43 @@ func (a *app) runRelayMode(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, c
 // was not given: runRelayMode runs the CDC relay instead.
 var errRecordedCDC = errors.New("the outbox is in cdc mode")
 
-// checkMode reads the mode the outbox records, and returns it, and refuses,
+// checkMode reads the mode the outbox records, and refuses,
 // naming both modes and the fix, when --mode names another (a flag of CDC
 // mode given without --mode is ignored, with a warning, outside CDC mode);
 // it returns errRecordedCDC when --mode was not given, the outbox is in CDC
-// mode and pgstore's relay (not cdcRelay) was started. Without outbox
+// mode and the polling relay (relay/modes, not cdcRelay) was started. Without outbox
 // tables it lets the relay start (and wait for them) in claim mode: a new
 // outbox is in claim mode, and the CDC relay checks the mode itself once
 // the tables exist.
-func (a *app) checkMode(ctx context.Context, st *pgstore.Store, cf *cdcFlags, cdcRelay bool) (pgstore.Mode, error) {
+func (a *app) checkMode(ctx context.Context, st *pgstore.Store, cf *cdcFlags, cdcRelay bool) error {
 	want := cf.mode
 	m, err := st.Mode(ctx)
 	if errors.Is(err, pgstore.ErrNotMigrated) {
-		return pgstore.ModeClaim, nil
+		return nil
 	}
 	if err != nil {
-		return "", err
+		return err
 	}
 	got := string(m.Mode)
 	conflict := want != modeRecorded && want != got && (want != modePolling || m.Mode == pgstore.ModeCDC)
 	switch {
 	case conflict && want == modePolling:
-		return "", fmt.Errorf("the outbox in schema %s is in cdc mode, and --mode polling runs claim or cursor mode; "+
+		return fmt.Errorf("the outbox in schema %s is in cdc mode, and --mode polling runs claim or cursor mode; "+
 			"run 'outbox mode set claim' to switch, or start the relay without --mode", st.Schema())
 	case conflict:
-		return "", fmt.Errorf("the outbox in schema %s is in %s mode, not %s; run 'outbox mode set %s' to switch, "+
+		return fmt.Errorf("the outbox in schema %s is in %s mode, not %s; run 'outbox mode set %s' to switch, "+
 			"or start the relay without --mode", st.Schema(), got, want, want)
 	case m.Mode == pgstore.ModeCDC && !cdcRelay:
-		return "", errRecordedCDC
+		return errRecordedCDC
 	case m.Mode != pgstore.ModeCDC && cdcRelay && want == modeRecorded:
-		return "", fmt.Errorf("the outbox in schema %s switched to %s mode while the relay started; start it again", st.Schema(), got)
+		return fmt.Errorf("the outbox in schema %s switched to %s mode while the relay started; start it again", st.Schema(), got)
 	}
 	if cf.given != "" && !cdcRelay {
 		a.logger.Warn("a flag of CDC mode is ignored: the outbox is in "+got+" mode", slog.String("flag", "--"+cf.given))
 	}
 	a.logger.Info("relay mode", slog.String("mode", got), slog.Bool("recorded", m.Recorded),
 		slog.Time("since", m.Since), slog.String("by", m.By))
-	return m.Mode, nil
+	return nil
 }
 
 // runRelayCDC checks every setting before it touches the network, then runs
@@ -259,7 +259,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		if err != nil {
 			return err
 		}
-		if _, err := a.checkMode(ctx, st, cf, true); err != nil {
+		if err := a.checkMode(ctx, st, cf, true); err != nil {
 			return err
 		}
 		if err := r.Run(ctx); err != nil {

@@ -17,9 +17,10 @@ const keepAfterLease = time.Minute
 // claimBook remembers which strategy made each claim that holds messages,
 // until a while after its lease ended.
 type claimBook struct {
-	mu     sync.Mutex
-	owners map[uuid.UUID]held
-	pruned int // the book's size after the last prune
+	mu       sync.Mutex
+	owners   map[uuid.UUID]held
+	pruned   int       // the book's size after the last prune
+	prunedAt time.Time // when it was pruned last
 }
 
 type held struct {
@@ -39,23 +40,24 @@ func (b *claimBook) add(c store.Claim, by strategy.Strategy, lease time.Duration
 		b.owners = map[uuid.UUID]held{}
 	}
 	b.owners[c.Token] = held{by: by, until: now.Add(lease + keepAfterLease)}
-	if len(b.owners) > 2*max(b.pruned, 512) {
+	if len(b.owners) > 2*max(b.pruned, 512) || now.Sub(b.prunedAt) > keepAfterLease {
 		b.prune(now)
 	}
 }
 
-// prune forgets the claims whose time is over. b.mu is held.
+// prune forgets the claims whose time is over: when the book doubled
+// since the last prune, or a while after it. b.mu is held.
 func (b *claimBook) prune(now time.Time) {
 	for t, h := range b.owners {
 		if now.After(h.until) {
 			delete(b.owners, t)
 		}
 	}
-	b.pruned = len(b.owners)
+	b.pruned, b.prunedAt = len(b.owners), now
 }
 
-// owner returns the strategy that made claim token, or nil.
-func (b *claimBook) owner(token uuid.UUID) strategy.Strategy {
+// madeBy returns the strategy that made claim token, or nil.
+func (b *claimBook) madeBy(token uuid.UUID) strategy.Strategy {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.owners[token].by

@@ -11,8 +11,11 @@
 //
 // The core drives a Strategy and never asks which one it is: it claims a
 // batch, publishes it, and hands back what became of each message (sent,
-// failed as package failure decided, or given back). Package modes picks
-// the strategy the outbox records, and follows a switch.
+// failed as package failure decided, or given back).
+//
+// [github.com/outbox-dev/outbox/relay/modes] is a Strategy made of the two
+// for PostgreSQL: it runs the one the outbox records ("outbox mode") and
+// follows a switch from claim to cursor while the relay runs.
 package strategy
 
 import (
