@@ -8,7 +8,7 @@
 // relay changes.
 //
 // A switch is noticed by the strategy that runs: a Store in claim mode, or
-// a Cursor in cursor mode, refuses its claim once it sees the outbox in
+// the cursor strategy in cursor mode, refuses its claim once it sees the outbox in
 // another mode (pgstore.ErrNotClaimMode, pgstore.ErrNotCursorMode; both
 // check every few seconds). The strategy then reads the recorded mode,
 // closes the old strategy (a cursor leader resigns) and claims with the
@@ -186,7 +186,7 @@ func (s *Strategy) strategyFor(m pgstore.Mode) (strategy.Strategy, error) {
 	case pgstore.ModeClaim:
 		return claim.New(s.st), nil
 	case pgstore.ModeCursor:
-		return cursor.New(s.st.Cursor()), nil
+		return cursor.New(s.st), nil
 	case pgstore.ModeCDC:
 		return nil, ErrCDCMode
 	}
