@@ -32,7 +32,7 @@ func (e *env) startPolling(s sink.Sink) (stop func()) {
 	}
 	var strat strategy.Strategy = claim.New(e.store)
 	if m.Mode == pgstore.ModeCursor {
-		strat = cursor.New(e.store.Cursor())
+		strat = cursor.New(e.store)
 	}
 	r, err := relay.New(relay.Config{Strategy: strat, Sink: s, PollInterval: 50 * time.Millisecond,
 		Lease: 5 * time.Second, Logger: quietLogger()})

@@ -463,7 +463,7 @@ func TestStats_CursorMode_ARelayDrainsTheLag(t *testing.T) {
 	b := setupWith(t, ops.Config{ExactSentCount: true})
 	b.enableCursor(t)
 	ms := b.queued(t, 20, "Order")
-	rl, err := relay.New(relay.Config{ID: "relay-under-test", Strategy: cursor.New(b.store.Cursor()), Sink: &recordingSink{},
+	rl, err := relay.New(relay.Config{ID: "relay-under-test", Strategy: cursor.New(b.store), Sink: &recordingSink{},
 		PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

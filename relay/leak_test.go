@@ -50,7 +50,7 @@ func TestRelay_StartStop_LeavesNoConnectionOrGoroutine(t *testing.T) {
 			s := &fakeSink{}
 			cfg := fastConfig(b, s)
 			if mode.cursor {
-				cfg.Store, cfg.Strategy = nil, cursor.New(st.Cursor())
+				cfg.Store, cfg.Strategy = nil, cursor.New(st)
 			}
 			cfg.Logger = testLogger(t)
 			r, err := relay.New(cfg)

@@ -62,12 +62,12 @@ func (e *env) cursorRelay(id string, env []string, extra ...string) *proc {
 }
 
 // leads reports whether the process logged that it leads the cursor.
-func (p *proc) leads() bool { return strings.Contains(p.output(), "pgstore: leading the cursor") }
+func (p *proc) leads() bool { return strings.Contains(p.output(), "cursor: leading the cursor") }
 
 // waitLeads waits until the process leads the cursor.
 func (p *proc) waitLeads(within time.Duration) {
 	p.t.Helper()
-	p.waitFor("pgstore: leading the cursor", within)
+	p.waitFor("cursor: leading the cursor", within)
 }
 
 // cursorPosition is the position saved in outbox_cursor.
@@ -498,7 +498,7 @@ func TestCursorRelay_SIGSTOPLeaderIsReplacedAndWritesNothingWhenItResumes(t *tes
 	e.waitPositionAtLastSeq(10 * time.Second)
 
 	checkNoWritesAfterTakeover(t, e.cursorWrites(), e.appName("A"), e.appName("B"))
-	if n := strings.Count(a.output(), "pgstore: leading the cursor"); n != 1 {
+	if n := strings.Count(a.output(), "cursor: leading the cursor"); n != 1 {
 		t.Errorf("A led %d times; want once, before it hung", n)
 	}
 	t.Logf("%d records for %d messages (%d duplicates)", len(recs), total+1, dups)

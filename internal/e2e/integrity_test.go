@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -156,7 +157,7 @@ func TestPlainSQLRowWithHeadersNotStrings_DeadLettersAndTheOthersArePublished(t 
 				if err := e.store.EnableCursor(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				q = e.store.Cursor()
+				q = cursor.New(e.store).Queue()
 			}
 			before, behind, after := seqMessage("A", 0), seqMessage("B", 1), seqMessage("C", 0)
 			for _, m := range []*outbox.Message{&before, &behind, &after} {

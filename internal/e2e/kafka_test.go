@@ -266,11 +266,12 @@ func newKafkaSink(addrs []string, topic string) (*kafka.Sink, error) {
 	return kafka.New(kafka.Config{Brokers: addrs, DefaultTopic: topic, AllowAutoTopicCreation: true, Logger: quietLogger()})
 }
 
-// strategyFor returns the relay strategy for q: the cursor strategy for a
-// pgstore.Cursor, whose Close resigns the lead, else the claim strategy.
+// strategyFor returns the relay strategy for q: for the Queue of a cursor
+// strategy that strategy, whose Close resigns the lead, else the claim
+// strategy.
 func strategyFor(q store.Queue) relaystrategy.Strategy {
-	if c, ok := q.(*pgstore.Cursor); ok {
-		return cursor.New(c)
+	if c, ok := q.(*cursor.Queue); ok {
+		return c.Strategy
 	}
 	return claim.New(q)
 }

@@ -43,7 +43,7 @@ type strategy struct {
 
 var strategies = []strategy{
 	{name: "claim", publishing: "relay starting"},
-	{name: "cursor", cursor: true, publishing: "pgstore: leading the cursor"},
+	{name: "cursor", cursor: true, publishing: "cursor: leading the cursor"},
 	{name: "cdc", args: []string{"--mode", "cdc"}, publishing: "active: streaming from the slot"},
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/outbox-dev/outbox/internal/freeport"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store"
@@ -36,7 +37,7 @@ func TestMissingTopic_MessagesWaitThenGoOutInOrder(t *testing.T) {
 	}
 }
 
-func testMissingTopic(t *testing.T, cursor bool) {
+func testMissingTopic(t *testing.T, cursorMode bool) {
 	pool, schema := pgtest.Schema(t)
 	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
 	if err != nil {
@@ -47,11 +48,11 @@ func testMissingTopic(t *testing.T, cursor bool) {
 		t.Fatal(err)
 	}
 	var q store.Queue = st
-	if cursor {
+	if cursorMode {
 		if err := st.EnableCursor(ctx); err != nil {
 			t.Fatal(err)
 		}
-		q = st.Cursor()
+		q = cursor.New(st).Queue()
 	}
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", NoAutoCreateTopics: true, SeedTopics: []string{"orders"}, Logger: quietLogger()})
 	if err != nil {

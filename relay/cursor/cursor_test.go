@@ -51,7 +51,7 @@ func enqueue(t *testing.T, st *pgstore.Store, pool *pgxpool.Pool, ids ...string)
 	}
 }
 
-func seqsOf(c store.Claim) []int64 {
+func claimSeqs(c store.Claim) []int64 {
 	var seqs []int64
 	for _, r := range c.Records {
 		seqs = append(seqs, r.Seq)
@@ -72,13 +72,13 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 	lingered := 0
 	next := &strategy.Next{Params: p, Linger: func() bool { lingered++; return true }}
 
-	leader := cursor.New(st.Cursor())
+	leader := cursor.New(st)
 	enqueue(t, st, pool, "1", "2")
 	c, err := leader.Claim(ctx, p)
 	if err != nil || len(c.Records) != 2 {
-		t.Fatalf("the leader's claim = %v, %v; want both messages", seqsOf(c), err)
+		t.Fatalf("the leader's claim = %v, %v; want both messages", claimSeqs(c), err)
 	}
-	n, claimed, err := leader.MarkSent(ctx, c.Token, seqsOf(c), next)
+	n, claimed, err := leader.MarkSent(ctx, c.Token, claimSeqs(c), next)
 	if err != nil || n != 2 || claimed != nil || lingered != 0 {
 		t.Fatalf("the leader's MarkSent = %d, %v, %v, lingered %d times; want 2 marked in memory, no claim, no linger",
 			n, claimed, err, lingered)
@@ -90,7 +90,7 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 	if _, err := pool.Exec(ctx, "UPDATE outbox_messages SET status = 'PENDING' WHERE seq = (SELECT max(seq) FROM outbox_messages)"); err != nil {
 		t.Fatal(err)
 	}
-	standby := cursor.New(st.Cursor())
+	standby := cursor.New(st)
 	var table store.Claim
 	for deadline := time.Now().Add(10 * time.Second); len(table.Records) == 0; time.Sleep(50 * time.Millisecond) {
 		if table, err = standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 10, Lease: time.Minute}); err != nil {
@@ -100,7 +100,7 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 			t.Fatal("the standby claimed nothing from the table path")
 		}
 	}
-	n, claimed, err = standby.MarkSent(ctx, table.Token, seqsOf(table), next)
+	n, claimed, err = standby.MarkSent(ctx, table.Token, claimSeqs(table), next)
 	if err != nil || n != int64(len(table.Records)) || claimed == nil || lingered != 1 {
 		t.Fatalf("the standby's MarkSent = %d, %v, %v, lingered %d times; want %d marked, a claim, one linger",
 			n, claimed, err, lingered, len(table.Records))
@@ -113,7 +113,7 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 		if _, err := standby.Claim(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		if standby.Wakeups().(*pgstore.Cursor).MarksInMemory() {
+		if standby.MarksInMemory() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -132,9 +132,9 @@ func TestStrategy_RefusesAnOutboxInClaimMode(t *testing.T) {
 	st := outboxIn(t, false)
 	ctx := context.Background()
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
-	s := cursor.New(st.Cursor())
+	s := cursor.New(st)
 	if c, err := s.Claim(ctx, p); !errors.Is(err, pgstore.ErrNotCursorMode) || len(c.Records) != 0 {
-		t.Errorf("Claim in claim mode = %v, %v; want ErrNotCursorMode", seqsOf(c), err)
+		t.Errorf("Claim in claim mode = %v, %v; want ErrNotCursorMode", claimSeqs(c), err)
 	}
 	_, claimed, err := s.MarkSent(ctx, [16]byte{1}, []int64{1}, &strategy.Next{Params: p, Linger: func() bool { return true }})
 	if !errors.Is(err, pgstore.ErrNotCursorMode) || claimed != nil {

@@ -7,8 +7,8 @@
 // from claim to cursor mode, the relays go on in cursor mode within a few
 // seconds. The way back is refused while a relay leads the cursor, so the
 // relays are stopped for it and start in claim mode. A switch is noticed
-// by the strategy that runs: a Store in claim mode, or a Cursor in cursor
-// mode, refuses its claim once it sees the outbox in another mode
+// by the strategy that runs: a Store in claim mode, or the cursor strategy
+// in cursor mode, refuses its claim once it sees the outbox in another mode
 // (pgstore.ErrNotClaimMode, pgstore.ErrNotCursorMode; each checks every
 // few seconds). The strategy then reads the recorded mode, closes the old
 // strategy (a cursor leader resigns) and claims with the new one. Marks go
@@ -221,7 +221,7 @@ func (s *Strategy) strategyFor(m pgstore.Mode) (strategy.Strategy, error) {
 	case pgstore.ModeClaim:
 		return claim.New(s.st), nil
 	case pgstore.ModeCursor:
-		return cursor.New(s.st.Cursor()), nil
+		return cursor.New(s.st), nil
 	case pgstore.ModeCDC:
 		return nil, ErrCDCMode
 	}

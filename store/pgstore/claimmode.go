@@ -12,14 +12,15 @@ import (
 
 // ErrNotClaimMode is wrapped by the errors of [Store.Claim] and
 // [Store.MarkSentAndClaim] when the outbox is in cursor mode: its new
-// messages are QUEUED, for the leader of a [Cursor] to read, and no claim
-// finds them. The message says so and what to do. Test for it with
+// messages are QUEUED, for the leader of the cursor strategy (package
+// relay/cursor) to read, and no claim finds them. The message says so and what to do. Test for it with
 // errors.Is.
 var ErrNotClaimMode = errors.New("pgstore: not in claim mode")
 
 // modeCheckInterval is how often a Store's claims check whether cursor
-// mode was turned on, and how long a Cursor that found claim mode
-// refuses before it reads the mode again.
+// mode was turned on, and how long the cursor strategy, once it found
+// claim mode, refuses before it reads the mode again
+// (CursorSettings.ModeCheckInterval).
 const modeCheckInterval = 5 * time.Second
 
 // claimModes is what a Store knows of its outbox's mode: whether its
@@ -98,7 +99,7 @@ func (s *Store) claimMode(ctx context.Context) error {
 	}
 	if s.modes.inCursor() {
 		return fmt.Errorf("%w: the outbox in schema %s is in cursor mode: its new messages are QUEUED for the leader of "+
-			"a cursor (Store.Cursor), and no claim finds them; run the cursor strategy (package relay/modes, which runs "+
+			"the cursor strategy, and no claim finds them; run the cursor strategy (package relay/modes, which runs "+
 			"the outbox's recorded mode as 'outbox relay' does, or relay/cursor), or switch the outbox with "+
 			"'outbox mode set claim'", ErrNotClaimMode, s.cfg.Schema)
 	}

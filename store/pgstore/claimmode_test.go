@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -42,7 +43,7 @@ func TestStore_RefusesToClaimInCursorMode(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrNotClaimMode) || len(c.Records) != 0 {
 		t.Fatalf("Store.Claim in cursor mode = %v, %v; want ErrNotClaimMode and nothing claimed", seqsOf(c.Records), err)
 	}
-	for _, says := range []string{b.schema, "is in cursor mode", "Store.Cursor", "relay/modes", "relay/cursor", "'outbox mode set claim'"} {
+	for _, says := range []string{b.schema, "is in cursor mode", "the cursor strategy", "relay/modes", "relay/cursor", "'outbox mode set claim'"} {
 		if !strings.Contains(err.Error(), says) {
 			t.Errorf("Store.Claim's refusal %q does not say %q", err, says)
 		}
@@ -70,7 +71,7 @@ func TestStore_RefusesToClaimInCursorMode(t *testing.T) {
 	}
 }
 
-// In claim mode Cursor.Claim and Cursor.MarkSentAndClaim refuse
+// In claim mode the cursor strategy's Claim and MarkSentAndClaim refuse
 // (ErrNotCursorMode) and lead nothing; once the outbox is switched to
 // cursor mode, the Cursor reads the mode again within a few seconds and
 // leads.
@@ -80,14 +81,14 @@ func TestCursor_RefusesToClaimInClaimMode(t *testing.T) {
 	ctx := testCtx(t)
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
 	seqs := b.enqueue(t, msg("Order", "1"))
-	cur := b.store.Cursor()
+	cur := cursor.New(b.store).Queue()
 	c, err := cur.Claim(ctx, p)
 	if !errors.Is(err, pgstore.ErrNotCursorMode) || len(c.Records) != 0 {
-		t.Fatalf("Cursor.Claim in claim mode = %v, %v; want ErrNotCursorMode and nothing claimed", seqsOf(c.Records), err)
+		t.Fatalf("the cursor strategy's Claim in claim mode = %v, %v; want ErrNotCursorMode and nothing claimed", seqsOf(c.Records), err)
 	}
 	for _, says := range []string{b.schema, "not in cursor mode", "Store.Claim", "relay/modes", "relay/claim", "'outbox mode set cursor'"} {
 		if !strings.Contains(err.Error(), says) {
-			t.Errorf("Cursor.Claim's refusal %q does not say %q", err, says)
+			t.Errorf("the cursor strategy's refusal %q does not say %q", err, says)
 		}
 	}
 	if _, _, err := cur.MarkSentAndClaim(ctx, c.Token, nil, p); !errors.Is(err, pgstore.ErrNotCursorMode) {
@@ -112,7 +113,7 @@ func TestCursor_RefusesToClaimInClaimMode(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, pgstore.ErrNotCursorMode) || time.Now().After(deadline) {
-			t.Fatalf("Cursor.Claim after EnableCursor = %v; want it to claim within 15 s", err)
+			t.Fatalf("the cursor strategy's Claim after EnableCursor = %v; want it to claim within 15 s", err)
 		}
 	}
 	if leading, _ := cur.Leading(); !leading {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 	"github.com/outbox-dev/outbox/store/storetest"
@@ -27,8 +28,8 @@ func TestConformancePartitioned(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(setupPartitioned(t, time.Hour)) })
 }
 
-// harness is the suite's view of b: its Cursor in cursor mode, else its
-// Store.
+// harness is the suite's view of b: its cursor strategy's Queue in cursor
+// mode, else its Store.
 func harness(b *bundle) storetest.Harness {
 	var q store.Queue = b.store
 	if b.cursor != nil {
@@ -56,20 +57,8 @@ func harness(b *bundle) storetest.Harness {
 	}
 }
 
-// TestConformanceCursor runs the suite on a Cursor of an outbox in cursor
-// mode (EnableCursor): it leads the cursor and claims from its window.
-func TestConformanceCursor(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		// Saving the position with every mark, so that Get shows a sent
-		// message SENT at once.
-		h := harness(setupCursor(t, pgstore.Config{CursorSaveInterval: -1}))
-		h.ClaimsInMemory = true
-		return h
-	})
-}
-
-// setupCursor is setup with cfg, in cursor mode, with a Cursor of the
-// store (b.cursor).
+// setupCursor is setup with cfg, in cursor mode, with a cursor strategy
+// of the store, as a Queue (b.cursor).
 func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
 	t.Helper()
 	b := setup(t)
@@ -85,18 +74,18 @@ func setupCursor(t *testing.T, cfg pgstore.Config) *bundle {
 	if err := s.EnableCursor(testCtx(t)); err != nil {
 		t.Fatalf("EnableCursor: %v", err)
 	}
-	b.store, b.cursor = s, s.Cursor()
+	b.store, b.cursor = s, cursor.New(s).Queue()
 	return b
 }
 
-// newCursor returns a Cursor of a new Store on b's pool and outbox, with
-// cfg (its Schema set to b's): another relay.
-func (b *bundle) newCursor(t *testing.T, cfg pgstore.Config) *pgstore.Cursor {
+// newCursor returns a cursor strategy (as a Queue) of a new Store on b's
+// pool and outbox, with cfg (its Schema set to b's): another relay.
+func (b *bundle) newCursor(t *testing.T, cfg pgstore.Config) *cursor.Queue {
 	t.Helper()
 	cfg.Schema = b.schema
 	s, err := pgstore.New(b.pool, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return s.Cursor()
+	return cursor.New(s).Queue()
 }

@@ -15,7 +15,8 @@ import (
 // its place in the table outbox_cursor instead of claiming and marking each
 // message. Messages already in the table stay with the table path, which
 // every relay runs as before; order per aggregate holds across the switch.
-// Relays read the outbox through a [Cursor] ([Store.Cursor]) from then on:
+// Relays read the outbox with the cursor strategy (package relay/cursor,
+// on [Store.CursorDB]) from then on:
 // the claims of a Store see the switch within a few seconds and refuse
 // with [ErrNotClaimMode]. Writers need nothing (the status column's default
 // changes).

@@ -12,10 +12,11 @@ import (
 	"github.com/outbox-dev/outbox/internal/rowheaders"
 )
 
-// cursorRead builds and reads one leader read (queries/cursor_read.sql).
-func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapHi []int64, gapLimit int, read *cursorRead) {
-	b.Queue(s.q.cursorRead, from, limit, gapLo, gapHi, gapLimit).Query(func(rows pgx.Rows) error {
-		read.gapsComplete = true
+// queueCursorRead queues the leader's read q (queries/cursor_read.sql),
+// whose result lands in read.
+func (s *Store) queueCursorRead(b *pgx.Batch, q *CursorReadRequest, read *CursorRead) {
+	b.Queue(s.q.cursorRead, q.From, q.HeadLimit, q.GapLo, q.GapHi, q.GapLimit).Query(func(rows pgx.Rows) error {
+		read.GapsComplete = true
 		nGap := 0
 		var (
 			snapshot   bool
@@ -34,18 +35,18 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 			tp         *string
 		)
 		for rows.Next() {
-			var row cursorRow
-			r := &row.rec
+			var row CursorRow
+			r := &row.Record
 			if err := rows.Scan(&snapshot, &xmin, &xmax, &gap, &seq, &status, &id, &at, &ai, &et, &version, &topic,
 				&r.Payload, &ct, &headers, &cor, &cau, &tp, &created, &blocked); err != nil {
 				return err
 			}
 			if snapshot {
 				var err error
-				if read.xmin, err = strconv.ParseUint(deref(xmin), 10, 64); err != nil {
+				if read.Xmin, err = strconv.ParseUint(deref(xmin), 10, 64); err != nil {
 					return fmt.Errorf("snapshot xmin %q: %w", deref(xmin), err)
 				}
-				if read.xmax, err = strconv.ParseUint(deref(xmax), 10, 64); err != nil {
+				if read.Xmax, err = strconv.ParseUint(deref(xmax), 10, 64); err != nil {
 					return fmt.Errorf("gap bound %q: %w", deref(xmax), err)
 				}
 				continue
@@ -64,19 +65,19 @@ func (s *Store) queueCursorRead(b *pgx.Batch, from int64, limit int, gapLo, gapH
 				// fail the read of the rows beside it.
 				r.Headers, r.Invalid = rowheaders.Decode([]byte(*headers))
 			}
-			row.queued = deref(status) == statusQueued
-			row.blocked = deref(blocked)
+			row.Queued = deref(status) == statusQueued
+			row.Blocked = deref(blocked)
 			if deref(gap) {
-				read.gapRows = append(read.gapRows, row)
+				read.GapRows = append(read.GapRows, row)
 				nGap++
 			} else {
-				read.headRows = append(read.headRows, row)
+				read.HeadRows = append(read.HeadRows, row)
 			}
 		}
-		if nGap >= gapLimit {
-			read.gapsComplete = false
+		if nGap >= q.GapLimit {
+			read.GapsComplete = false
 		}
-		read.returned = time.Now()
+		read.Returned = time.Now()
 		return rows.Err()
 	})
 }

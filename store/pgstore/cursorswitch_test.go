@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -50,7 +52,7 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	awaitBackend(t, b.pool, 10*time.Second, "the switch does not wait for the mode's row",
 		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.schema+"%outbox_relay_mode%FOR UPDATE%")
 
-	standby := leaseCursor(t, b, b.pool)
+	standby := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
 	led := cursorClaim(t, standby, "B")
 	if leading, _ := standby.Leading(); !leading || !slices.Equal(seqsOf(led.Records), seqs) {
 		t.Fatalf("setup: the standby leads: %v, and holds %v; want it to lead and hold %v", leading, seqsOf(led.Records), seqs)
@@ -68,7 +70,7 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	}
 
 	// The table path of a standby finds none of the messages B holds.
-	other := leaseCursor(t, b, b.pool)
+	other := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
 	for range 5 {
 		c := cursorClaim(t, other, "C")
 		for _, s := range seqsOf(c.Records) {
@@ -127,7 +129,7 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	awaitBackend(t, b.pool, 10*time.Second, "the switch does not pause after turning the cursor off",
 		"wait_event = 'advisory' AND query LIKE $1", "%"+b.schema+"%outbox_cursor%")
 
-	standby := leaseCursor(t, b, b.pool)
+	standby := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
 	claimed := make(chan claimResult, 1)
 	go func() {
 		c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: cursorLease})
@@ -186,4 +188,49 @@ func (b *bundle) getSeq(t *testing.T, seq int64) outbox.Status {
 		t.Fatal(err)
 	}
 	return b.get(t, id).Status
+}
+
+// cursorLease is the leader's lease of setupCursor's stores.
+const cursorLease = time.Second
+
+// cursorLease is the cursor row's lease holder and token ("" for none).
+func (b *bundle) cursorLease(t *testing.T) (owner, token string) {
+	t.Helper()
+	var o, tok *string
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT lease_owner, lease_token::text FROM {{schema}}.outbox_cursor")).Scan(&o, &tok); err != nil {
+		t.Fatal(err)
+	}
+	if o != nil {
+		owner = *o
+	}
+	if tok != nil {
+		token = *tok
+	}
+	return owner, token
+}
+
+func cursorClaim(t *testing.T, s store.Queue, owner string) store.Claim {
+	t.Helper()
+	c, err := s.Claim(testCtx(t), store.ClaimParams{Owner: owner, Limit: 100, Lease: cursorLease})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return c
+}
+
+func markSent(t *testing.T, s store.Queue, c store.Claim) {
+	t.Helper()
+	if n, err := s.MarkSent(testCtx(t), c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
+		t.Fatalf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
+	}
+}
+
+// idOf returns the event id of the message with seq.
+func (b *bundle) idOf(t *testing.T, seq int64) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1"), seq).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -1,7 +1,8 @@
 // Package pgstore is the PostgreSQL outbox store, built on pgx v5. It
 // writes messages inside the application's own transactions and implements
 // [store.Queue] and [store.Notifier] for the relay: [Store] claims messages
-// in claim mode, and a [Cursor] of it reads them in cursor mode.
+// in claim mode, and [CursorDB] is the database side of the cursor
+// strategy (package relay/cursor), which reads them in cursor mode.
 //
 // # Setting up
 //
@@ -174,92 +175,33 @@
 // order, publishes them, and keeps its place in the single row of
 // outbox_cursor. A message's row is written only if its publish fails.
 //
-// Each relay reads an outbox in cursor mode through a [Cursor] of its own,
-// made by [Store.Cursor]: it shares the Store's pool and Config, and
-// implements [store.Queue], [store.MarkClaimer] and [store.Notifier] with
-// the same contract, so that the relay's loop, its batches, retries and
-// dead letters do not change (package relay/cursor is the relay's cursor
-// strategy on it). Its claim hands out the leader's messages and the table
-// path's, and its MarkSent of a cursor message is answered from memory
-// ([Cursor.MarksInMemory]). Each mode has its own claims: on an outbox in
-// cursor mode [Store.Claim] and [Store.MarkSentAndClaim] return an error
-// wrapping [ErrNotClaimMode] (a Store checks the mode before its first
-// claim and every few seconds in a claim's round trip), and on an outbox
-// not in cursor mode [Cursor.Claim] returns one wrapping
-// [ErrNotCursorMode]; each says what to run instead. Package relay/modes
-// catches both and switches the relay to the other strategy, so a relay
-// follows a switch while it runs. [Store.MarkSent],
-// MarkFailed and Release mark a Store's claims in any mode, so that a
-// claim made just before a switch is still marked.
+// The cursor strategy, package relay/cursor, is the logic of cursor mode:
+// the leader's window over the log and its gaps, the lead and its lease,
+// acknowledgements in memory, and what moves to the table path. Its
+// package documentation gives the rules and why they hold. This package
+// is its database side, [CursorDB] ([Store.CursorDB]): the SQL of cursor
+// mode (queries/cursor_*.sql) and its execution, each call one round trip
+// in one transaction that does what the strategy planned: the leader's
+// read of the log and of its gaps (first in the round trip: see
+// [CursorDB.Trip]), the save of its position, which renews its lease and
+// fences its writes by its lease token, the move of messages to the table
+// path, the marks of table-path messages, a standby's attempt to lead, and
+// the table path's claim (claim mode's claim over the messages that are
+// not QUEUED); and apart from those the lease's renewal, the resignation,
+// the record of failed publishes, the release of table-path messages, and
+// the read of the mode.
 //
-// Not passing a message that is still committing: seqs are taken at INSERT
-// but become visible at COMMIT, so a reader can see seq 11 while seq 10 is
-// still uncommitted. The leader therefore keeps a window over the seqs
-// between its saved position and the highest seq it read, with the gaps it
-// saw there, and reads the gaps again with every read. A gap is closed (its
-// seqs will never commit: the transaction rolled back, or the seq was
-// never used) only when
+// Each mode has its own claims: on an outbox in cursor mode [Store.Claim]
+// and [Store.MarkSentAndClaim] return an error wrapping [ErrNotClaimMode]
+// (a Store checks the mode before its first claim and every few seconds in
+// a claim's round trip), and on an outbox not in cursor mode the cursor
+// strategy's claims return one wrapping [ErrNotCursorMode]; each says what
+// to run instead. Package relay/modes catches both and switches the relay
+// to the other strategy, so a relay follows a switch while it runs.
+// [Store.MarkSent], MarkFailed and Release mark a Store's claims in any
+// mode, so that a claim made just before a switch is still marked.
 //
-//  1. a read's snapshot has an xmin at least the bound of the read that
-//     found the gap: a transaction id that read took after its snapshot.
-//     Every seq of the gap was taken before that snapshot (a higher seq was
-//     already visible in it), by a transaction that had an id then, because
-//     [Store.Enqueue] takes the transaction id before the seqs. Such a
-//     transaction was either finished then, so its rows were visible, or
-//     running, so its id was below the bound; once a snapshot's xmin reached
-//     the bound, it has ended (every transaction running in that snapshot
-//     has an id at or above xmin), and a read after that sees its rows if it
-//     committed. The snapshot's own xmax is not such a bound: it is the
-//     newest ended id plus one, and a transaction running with a newer id is
-//     counted neither there nor in xmin.
-//  2. at least a second passed since the gap was found, for writers that
-//     insert rows in other ways than Enqueue (their first INSERT may take a
-//     seq a few microseconds before the transaction gets its id).
-//
-// The position only moves over handled messages and closed gaps. A long
-// transaction anywhere on the server holds xmin back, and with it the
-// saved position, but not publishing: messages are published as soon as
-// they are visible.
-//
-// What a new leader publishes again: with the position, a save records the
-// leader's head and the ranges at or below it that it has not handled
-// (open records and gaps, migration 011); every other seq above the
-// position was handled. A new leader starts with those ranges as gaps, so
-// it publishes again only what its predecessor had not had acknowledged at
-// its last save: what was in flight, and what was acknowledged in the last
-// Config.CursorSaveInterval. A save is due when the position moved or
-// anything was handled since the last one.
-//
-// One leader, and the table path: the leader holds a lease on the cursor
-// row (its token fences every write it makes, as claims are fenced):
-// Config.LeaderLease, 5 s by default, of its own and not the claims'
-// lease. Its saves renew it, and so does the Cursor itself, on a goroutine
-// of its own, every third of the lease from the moment it leads until it
-// resigns, loses the lead or the pool is closed, whatever its caller does:
-// an idle leader, or one whose publishes wait for a broker that does not
-// answer, keeps the lead, with relay.Relay or without it, and behind any
-// wrapper of the Cursor (a program that drives a Cursor itself calls
-// Resign when it stops using it; a leading Cursor that gets no claim for
-// two minutes gives the lead up by itself). Other relays are standbys:
-// they try to lead at least five times per lease and take over when the
-// lease has expired (a leader that hangs, is stopped or cut off renews
-// nothing), or at once when the leader resigned ([Cursor.Resign], called
-// when the relay stops). A leader that resumes after its lease ran out
-// finds that before anything it does, and a write already under way
-// changes nothing once another relay took the lease (its token is not the
-// cursor row's): it saves no position, moves no message to the table
-// path, and its acknowledgements in memory are dropped with its window. The next
-// leader publishes again what the old one had not saved as handled, and
-// the old one's publishes that were in flight when it hung may still reach
-// the broker: duplicates, which at-least-once allows; each of those was
-// published after the earlier messages of its aggregate were acknowledged,
-// so the first copies stay in order. Any relay, leader or standby, also
-// runs the table path: the claim of claim mode, over the
-// messages that are not QUEUED (PENDING, FAILED, IN_FLIGHT, whatever was in
-// the table before cursor mode was turned on, and replayed dead letters).
-// A cursor message whose publish failed becomes FAILED (or DEAD_LETTER)
-// and enters the table path, which retries it; the later messages of its
-// aggregate follow it there as PENDING, and so does every message read
-// later while an earlier message of its aggregate is in the table path.
-// Order per aggregate holds across both paths.
+// [Store.Enqueue] takes the transaction's id before its seqs (and in
+// cursor mode a trigger does so for any insert, migration 012): the
+// leader's rule for closing a gap rests on it.
 package pgstore

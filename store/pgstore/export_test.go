@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/outbox-dev/outbox/internal/migrate"
 )
@@ -29,22 +28,3 @@ func (s *Store) MigrateThrough(ctx context.Context, version int) error {
 	s.migrations = slices.DeleteFunc(slices.Clone(all), func(m migrate.Migration) bool { return m.Version > version })
 	return s.Migrate(ctx)
 }
-
-// Hang stops renewing the Cursor's lead, as in a process that hangs (or
-// dies): the lease runs out unless a round trip of the Cursor saves, and
-// the Cursor believes it leads until its local check finds the lease about
-// to end.
-func (c *Cursor) Hang() {
-	cs := &c.cs
-	cs.mu.Lock()
-	cs.stopKeeper()
-	done := cs.keepDone
-	cs.mu.Unlock()
-	if done != nil {
-		<-done
-	}
-}
-
-// SetLeadIdleLimit sets how long the Cursor may lead without a claim
-// (leadIdleLimit), for tests.
-func (c *Cursor) SetLeadIdleLimit(d time.Duration) { c.leadIdle = d }

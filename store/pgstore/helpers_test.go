@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -21,7 +22,7 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	schema string
 	store  *pgstore.Store
-	cursor *pgstore.Cursor
+	cursor *cursor.Queue
 }
 
 func setup(t *testing.T) *bundle {

@@ -136,7 +136,8 @@ func (s *Store) ModeAfterSwitch(ctx context.Context) (ModeState, error) {
 //
 //   - Into cursor mode: as [Store.EnableCursor] (new messages are QUEUED;
 //     those in the table stay with the claims, and order per aggregate
-//     holds). Relays read it through a [Cursor]; the claims of a Store
+//     holds). Relays read it with the cursor strategy (package
+//     relay/cursor); the claims of a Store
 //     refuse within seconds ([ErrNotClaimMode]).
 //   - Out of cursor mode: as [Store.DisableCursor] (the unsent QUEUED
 //     messages become PENDING). Refused while a relay leads the cursor:

@@ -344,8 +344,8 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 		return errors.Is(err, pgstore.ErrNotClaimMode)
 	})
 	stop()
-	cur := newStore().Cursor()
-	stop = startRelay("B", cursor.New(cur))
+	cur := cursor.New(newStore()).Queue()
+	stop = startRelay("B", cur.Strategy)
 	waitFor("the relay leads the cursor", func() bool { leading, _ := cur.Leading(); return leading })
 	sent := snk.count()
 	waitFor("cursor mode publishes", func() bool { return snk.count() > sent+50 })
@@ -376,4 +376,30 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	if len(all) != 5*written {
 		t.Errorf("%d messages published, want the %d written", len(all), 5*written)
 	}
+}
+
+// recordingSink acknowledges every record and remembers the order per
+// aggregate.
+type recordingSink struct {
+	mu    sync.Mutex
+	byAgg map[string][]int64
+	n     int
+}
+
+func (s *recordingSink) Publish(_ context.Context, recs []outbox.Record) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.byAgg[r.AggregateID] = append(s.byAgg[r.AggregateID], r.Seq)
+		s.n++
+	}
+	return make([]error, len(recs))
+}
+
+func (s *recordingSink) Close() error { return nil }
+
+func (s *recordingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }

@@ -43,7 +43,7 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 // Claims are claim mode's (and CDC mode's, whose relays may run beside
 // claiming ones). On an outbox in cursor mode Claim returns an error
 // wrapping [ErrNotClaimMode] and claims nothing: its messages are read by
-// a [Cursor]. The Store reads the mode before its first claim, and checks
+// the cursor strategy (package relay/cursor). The Store reads the mode before its first claim, and checks
 // it every few seconds in the round trip of a claim.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
 	_, c, err := s.markAndClaim(ctx, uuid.Nil, nil, &p)

@@ -69,9 +69,9 @@ type Config struct {
 	// deleting rows (package ops, "outbox cleanup --partitions"). Defaults
 	// to the zero Partitioning: a plain table.
 	Partitioning Partitioning
-	// CursorSaveInterval is how often, in cursor mode ([Cursor]), the
-	// leading relay saves its position, and what it handled above it, while
-	// messages are acknowledged. A leader that stops without resigning (a
+	// CursorSaveInterval is how often, in cursor mode (package
+	// relay/cursor), the leading relay saves its position, and what it
+	// handled above it, while messages are acknowledged. A leader that stops without resigning (a
 	// crash) leaves its last save, and the next leader publishes again what
 	// was in flight and what was acknowledged after that save: about this
 	// interval's worth of messages. Saving is one small UPDATE
@@ -87,9 +87,9 @@ type Config struct {
 	// LeaderLease is, in cursor mode, the lease of the relay that leads
 	// the cursor: the longest a standby waits for a leader that stopped
 	// renewing it (a hung or partitioned process) before it takes over.
-	// A Cursor that leads renews its lease every third of it, on the pool,
-	// until it resigns ([Cursor.Resign]), loses the lead or the pool is
-	// closed, whatever its caller does meanwhile (reads, idles or waits
+	// A relay that leads renews its lease every third of it, on the pool,
+	// until it resigns (relay/cursor's Strategy.Close), loses the lead or
+	// the pool is closed, whatever its caller does meanwhile (reads, idles or waits
 	// for the broker). A standby tries to lead with its claims, as often as
 	// FullClaimInterval allows and at least five times per LeaderLease
 	// (with relay.Config's default PollInterval, once a second). The old
@@ -155,7 +155,7 @@ type queries struct {
 	idle, busy                                                 string
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
-	// Cursor mode (cursor.go, cursormode.go).
+	// Cursor mode (cursortrip.go, cursorops.go, cursormode.go).
 	cursorRead, cursorMode, cursorState, cursorSave, cursorResign, cursorTable string
 	cursorRenew                                                                string
 	cursorMigrated, cursorCheck, cursorEnable, cursorDisable, cursorUnqueue    string

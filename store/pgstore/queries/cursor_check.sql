@@ -6,7 +6,7 @@
 -- registered for this outbox (cdc.New creates outbox_cdc_slots), which
 -- reads PENDING inserts from the WAL and cannot serve QUEUED ones; and the
 -- cache of the seq sequence, which must be 1 so that seqs are taken in
--- time order by every session (the gap rule in cursor.go depends on it).
+-- time order by every session (the gap rule of relay/cursor depends on it).
 SELECT (SELECT c.active FROM {{schema}}.outbox_cursor c),
        (SELECT c.lease_owner FROM {{schema}}.outbox_cursor c WHERE c.lease_expires_at > now()),
        (SELECT c.lease_expires_at FROM {{schema}}.outbox_cursor c WHERE c.lease_expires_at > now()),

@@ -1,4 +1,4 @@
--- Cursor mode (cursor.go), the leader's read: in one statement, so in one
+-- Cursor mode (relay/cursor plans it, cursortrip.go sends it), the leader's read: in one statement, so in one
 -- snapshot, a first row with the snapshot's xmin and the bound of the gaps
 -- this read finds, then the visible rows inside the window's gaps, then the
 -- next rows above its head. No lock.

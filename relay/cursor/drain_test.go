@@ -1,4 +1,4 @@
-package pgstore_test
+package cursor_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/relay"
-	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -73,7 +72,7 @@ func TestCursor_ARelayDrainsHotAggregatesThroughTheTablePathAtOnce(t *testing.T)
 
 	snk := &recordingSink{byAgg: map[string][]int64{}}
 	st := b.newCursor(t, pgstore.Config{})
-	rl, err := relay.New(relay.Config{Strategy: cursor.New(st), Sink: snk, ID: "drainer", PollInterval: time.Second})
+	rl, err := relay.New(relay.Config{Strategy: st.Strategy, Sink: snk, ID: "drainer", PollInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

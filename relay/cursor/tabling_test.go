@@ -1,10 +1,11 @@
-package pgstore_test
+package cursor_test
 
 import (
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -20,7 +21,7 @@ func TestCursor_AMessageReadWhileItsAggregateMovesToTheTablePathFollowsIt(t *tes
 	ctx := testCtx(t)
 	other := b.newCursor(t, pgstore.Config{})
 	p := store.ClaimParams{Owner: "leader", Limit: 100, Lease: time.Minute}
-	claim := func(s *pgstore.Cursor, p store.ClaimParams) store.Claim {
+	claim := func(s *cursor.Queue, p store.ClaimParams) store.Claim {
 		t.Helper()
 		c, err := s.Claim(ctx, p)
 		if err != nil {

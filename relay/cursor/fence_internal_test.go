@@ -1,4 +1,4 @@
-package pgstore
+package cursor
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // The database's fence of the leader's writes: a leader whose lease
@@ -26,7 +27,7 @@ func fenceMsg(id string) outbox.Message {
 }
 
 // fenceEnqueue commits m with s and returns its seq.
-func fenceEnqueue(t *testing.T, s *Store, pool *pgxpool.Pool, m outbox.Message) int64 {
+func fenceEnqueue(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, m outbox.Message) int64 {
 	t.Helper()
 	ctx := context.Background()
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return s.Enqueue(ctx, tx, m) }); err != nil {
@@ -39,7 +40,7 @@ func fenceEnqueue(t *testing.T, s *Store, pool *pgxpool.Pool, m outbox.Message) 
 	return r.Seq
 }
 
-// cursorRow is the cursor row as text, with its row version (xmin), which
+// cursorRowVersion is the cursor row as text, with its row version (xmin), which
 // changes with every write of the row, even one that sets the same values.
 func cursorRowVersion(t *testing.T, pool *pgxpool.Pool, schema string) string {
 	t.Helper()
@@ -60,15 +61,15 @@ func cursorRowVersion(t *testing.T, pool *pgxpool.Pool, schema string) string {
 func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T) {
 	pool, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	cfg := Config{Schema: schema, LeaderLease: 30 * time.Second} // no local check ends A's lead in this test
-	st, err := New(pool, cfg)
+	cfg := pgstore.Config{Schema: schema, LeaderLease: 30 * time.Second} // no local check ends A's lead in this test
+	st, err := pgstore.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a := st.Cursor()
+	a := New(st)
 	// An earlier message of aggregate 1 in the table path: the cursor
 	// message behind it must move there too (tabling).
 	earlier := fenceEnqueue(t, st, pool, fenceMsg("1"))
@@ -94,9 +95,9 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	// A plans its next round trip, then hangs.
 	a.cs.db.Lock()
 	defer a.cs.db.Unlock()
-	plan := a.planCursorTrip(uuid.Nil, nil, &p, time.Now())
-	if !plan.save || !slices.Equal(plan.tabling, []int64{behind}) {
-		t.Fatalf("setup: A's plan saves: %v, moves %v to the table path; want a save moving [%d]", plan.save, plan.tabling, behind)
+	plan := a.planTrip(uuid.Nil, nil, &p, time.Now())
+	if plan.trip.Save == nil || !slices.Equal(plan.trip.Table, []int64{behind}) {
+		t.Fatalf("setup: A's plan saves: %v, moves %v to the table path; want a save moving [%d]", plan.trip.Save != nil, plan.trip.Table, behind)
 	}
 	a.cs.mu.Lock()
 	a.cs.stopKeeper()
@@ -108,11 +109,11 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	if _, err := pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema}.Sanitize()+".outbox_cursor SET lease_expires_at = now()"); err != nil {
 		t.Fatal(err)
 	}
-	bst, err := New(pool, cfg)
+	bst, err := pgstore.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bst.Cursor()
+	b := New(bst)
 	if _, err := b.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 10, Lease: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	if a.renewLead(ctx, aTok, cfg.LeaderLease) {
 		t.Error("A's renewal under its old token reports that A still leads")
 	}
-	if _, _, _, err := a.runCursorPlan(ctx, &plan, &p, store.Claim{Token: uuid.New()}); err != nil {
+	if _, _, _, err := a.runPlan(ctx, &plan, &p, store.Claim{Token: uuid.New()}); err != nil {
 		t.Fatal(err)
 	}
 	if now := cursorRowVersion(t, pool, schema); now != taken {
@@ -136,7 +137,7 @@ func TestCursor_AWriteOfALeaderWhoseLeaseWasTakenOverChangesNothing(t *testing.T
 	if err := pool.QueryRow(ctx, "SELECT status FROM "+pgx.Identifier{schema}.Sanitize()+".outbox_messages WHERE seq = $1", behind).Scan(&status); err != nil {
 		t.Fatal(err)
 	}
-	if status != statusQueued {
+	if status != "QUEUED" {
 		t.Errorf("message %d is %s after A's planned move to the table path; want QUEUED (B's to move)", behind, status)
 	}
 	if leading, _ := a.Leading(); leading {

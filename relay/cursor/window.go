@@ -1,4 +1,4 @@
-package pgstore
+package cursor
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 // aggKey identifies an aggregate: the unit of ordering.
@@ -38,47 +39,18 @@ type cursorGap struct {
 	// xmax is the bound of the read that found the gap, a transaction id
 	// given out after that read's snapshot was taken: every transaction
 	// that could hold one of its seqs has a lower xid (see the package
-	// documentation, "Cursor mode"), so once a snapshot's xmin reaches
+	// documentation), so once a snapshot's xmin reaches
 	// xmax they have all ended.
 	xmax uint64
 	// at is when the read that found the gap returned.
 	at time.Time
 }
 
-// cursorRow is one row a cursor read returned.
-type cursorRow struct {
-	rec outbox.Record
-	// queued: the row is a cursor message (status QUEUED). Other rows are
-	// the table path's and count as handled.
-	queued bool
-	// blocked: an earlier message of its aggregate is in the table path
-	// (PENDING, FAILED, IN_FLIGHT or DEAD_LETTER), so this one must follow
-	// it there.
-	blocked bool
-}
-
-// cursorRead is the result of one read (queries/cursor_read.sql).
-type cursorRead struct {
-	// xmin is the read's snapshot's xmin; xmax the bound of the gaps it
-	// finds (queries/cursor_read.sql): a transaction id given out after
-	// the snapshot was taken, not the snapshot's own xmax.
-	xmin, xmax uint64
-	// gapRows are the visible rows inside the gaps the read asked about, in
-	// seq order; gapsComplete says the read returned all of them (it did
-	// not hit its limit).
-	gapRows      []cursorRow
-	gapsComplete bool
-	// headRows are the rows above the head, in seq order.
-	headRows []cursorRow
-	// sent is when the read was sent, returned when it came back.
-	sent, returned time.Time
-}
-
 // cursorWindow is the leader's view of the cursor, the in-memory half of
-// cursor mode (see the package documentation, "Cursor mode"): what the
+// cursor mode (see the package documentation): what the
 // leading relay knows about the messages between the saved position and
 // the highest seq it has read. It does no I/O, so that its rules can be
-// tested on their own (cursorwin_internal_test.go). It is not safe for
+// tested on their own (window_internal_test.go). It is not safe for
 // concurrent use; cursorState guards it.
 //
 // The window covers (pos, head]. Every seq in it is in one of three
@@ -97,7 +69,7 @@ type cursorWindow struct {
 	pos  int64 // every seq <= pos is handled
 	head int64 // the highest seq read
 	// grace is how long a gap stays open at least, whatever the snapshots
-	// say (see the package documentation, "Cursor mode").
+	// say (see the package documentation).
 	grace time.Duration
 	// handled counts the records handled and the gaps closed: a save is
 	// due when it changed, even if pos did not move (see unhandled).
@@ -137,36 +109,36 @@ func (w *cursorWindow) gapRanges() (lo, hi []int64) {
 // apply adds what a read found: rows inside gaps fill them, rows above the
 // head extend the window (with a gap for every seq skipped), and gaps that
 // can no longer be filled are closed.
-func (w *cursorWindow) apply(r cursorRead) {
+func (w *cursorWindow) apply(r pgstore.CursorRead) {
 	for i := range w.gaps {
 		if w.gaps[i].xmax == unsetXmax {
-			w.gaps[i].xmax = r.xmax // restored: see restore
+			w.gaps[i].xmax = r.Xmax // restored: see restore
 		}
 	}
-	if !r.gapsComplete {
+	if !r.GapsComplete {
 		// Rows of the gaps the read left out may be earlier messages of
 		// the aggregates of the rows above the head: take those next time.
-		r.headRows = nil
+		r.HeadRows = nil
 	}
-	for _, row := range r.gapRows {
-		if !w.fillGap(row.rec.Seq) {
+	for _, row := range r.GapRows {
+		if !w.fillGap(row.Record.Seq) {
 			continue // not in a gap (any more): already known
 		}
 		w.add(row)
 	}
-	for _, row := range r.headRows {
-		s := row.rec.Seq
+	for _, row := range r.HeadRows {
+		s := row.Record.Seq
 		if s <= w.head {
 			continue
 		}
 		if s > w.head+1 {
-			w.gaps = append(w.gaps, cursorGap{lo: w.head + 1, hi: s - 1, xmax: r.xmax, at: r.returned})
+			w.gaps = append(w.gaps, cursorGap{lo: w.head + 1, hi: s - 1, xmax: r.Xmax, at: r.Returned})
 		}
 		w.head = s
 		w.add(row)
 	}
-	if r.gapsComplete {
-		w.closeGaps(r.xmin, r.sent)
+	if r.GapsComplete {
+		w.closeGaps(r.Xmin, r.Sent)
 	}
 	w.advance()
 }
@@ -271,16 +243,16 @@ func (w *cursorWindow) fillGap(seq int64) bool {
 // add makes a read row an open record, unless it is not a cursor message.
 // A record whose aggregate has an earlier message in the table path, or an
 // open record on its way there, goes to the table path too.
-func (w *cursorWindow) add(row cursorRow) {
-	if !row.queued {
+func (w *cursorWindow) add(row pgstore.CursorRow) {
+	if !row.Queued {
 		return
 	}
-	key := aggKey{row.rec.AggregateType, row.rec.AggregateID}
-	cr := &cursorRec{rec: row.rec, key: key}
-	if row.blocked || w.aggregateTabling(key) {
+	key := aggKey{row.Record.AggregateType, row.Record.AggregateID}
+	cr := &cursorRec{rec: row.Record, key: key}
+	if row.Blocked || w.aggregateTabling(key) {
 		cr.state = recTabling
 	}
-	s := row.rec.Seq
+	s := row.Record.Seq
 	w.recs[s] = cr
 	w.order = insertSorted(w.order, s)
 	w.aggs[key] = insertSorted(w.aggs[key], s)
@@ -545,4 +517,20 @@ func deleteSorted(xs []int64, x int64) []int64 {
 		return xs
 	}
 	return slices.Delete(xs, i, i+1)
+}
+
+// saveArgs is what a save of the window writes now (CursorSave without
+// its lease), and the window's handled count then.
+type saveArgs struct {
+	pgstore.CursorSave
+	handled uint64
+}
+
+// saveArgs returns what a save of the window writes now.
+func (w *cursorWindow) saveArgs() saveArgs {
+	a := saveArgs{CursorSave: pgstore.CursorSave{Pos: w.pos}, handled: w.handled}
+	if head, lo, hi, ok := w.unhandled(maxSavedRanges); ok {
+		a.Head, a.Lo, a.Hi = &head, lo, hi
+	}
+	return a
 }

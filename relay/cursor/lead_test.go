@@ -1,4 +1,4 @@
-package pgstore_test
+package cursor_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -60,7 +61,7 @@ func claimUntil(t *testing.T, s store.Queue, owner string, want ...int64) []int6
 }
 
 // position is the leader's position (in memory).
-func position(t *testing.T, s *pgstore.Cursor) int64 {
+func position(t *testing.T, s *cursor.Queue) int64 {
 	t.Helper()
 	leading, pos := s.Leading()
 	if !leading {
@@ -245,16 +246,16 @@ func TestCursor_StandbyDoesNotResendWhatTheLeaderSavedAsHandledAboveAGap(t *test
 	for _, c := range []struct {
 		name     string
 		interval time.Duration
-		stop     func(t *testing.T, leader *pgstore.Cursor)
+		stop     func(t *testing.T, leader *cursor.Queue)
 	}{
-		{"the leader died", time.Millisecond, func(t *testing.T, leader *pgstore.Cursor) {
+		{"the leader died", time.Millisecond, func(t *testing.T, leader *cursor.Queue) {
 			// The next round trip saves what was handled; then the leader
 			// hangs, and its lease runs out.
 			time.Sleep(5 * time.Millisecond)
 			cursorClaim(t, leader, "A")
 			leader.Hang()
 		}},
-		{"the leader resigned", time.Hour, func(t *testing.T, leader *pgstore.Cursor) {
+		{"the leader resigned", time.Hour, func(t *testing.T, leader *cursor.Queue) {
 			if err := leader.Resign(testCtx(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -469,7 +470,7 @@ func TestCursor_DisableGivesUnsentMessagesBackToClaimMode(t *testing.T) {
 	if !slices.Equal(seqsOf(got.Records), seq[1:]) {
 		t.Errorf("claim mode after DisableCursor claimed %v, want %v", seqsOf(got.Records), seq[1:])
 	}
-	cur := fresh.Cursor()
+	cur := cursor.New(fresh).Queue()
 	if _, err := cur.Claim(testCtx(t), store.ClaimParams{Owner: "C", Limit: 10, Lease: cursorLease}); !errors.Is(err, pgstore.ErrNotCursorMode) {
 		t.Errorf("a Cursor's claim after DisableCursor = %v, want ErrNotCursorMode", err)
 	}

@@ -1,4 +1,4 @@
-package pgstore_test
+package cursor_test
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbox-dev/outbox/internal/leaktest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -21,7 +22,7 @@ import (
 func keepers() int {
 	n := 0
 	for stack, count := range leaktest.Snapshot() {
-		if strings.Contains(stack, "pgstore.(*Cursor).keepLead") {
+		if strings.Contains(stack, "cursor.(*Strategy).keepLead") {
 			n += count
 		}
 	}
@@ -47,17 +48,17 @@ func waitKeepers(t *testing.T, want int, within time.Duration, what string) {
 
 // leaseCursor is a Cursor of a Store on pool over b's outbox with the
 // tests' short leader lease.
-func leaseCursor(t *testing.T, b *bundle, pool *pgxpool.Pool) *pgstore.Cursor {
+func leaseCursor(t *testing.T, b *bundle, pool *pgxpool.Pool) *cursor.Queue {
 	t.Helper()
 	s, err := pgstore.New(pool, pgstore.Config{Schema: b.schema, LeaderLease: cursorLease})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.Cursor()
+	return cursor.New(s).Queue()
 }
 
 // leadWithin claims with s until it leads, and fails t after within.
-func leadWithin(t *testing.T, s *pgstore.Cursor, owner string, within time.Duration) {
+func leadWithin(t *testing.T, s *cursor.Queue, owner string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

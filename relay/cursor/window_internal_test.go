@@ -1,4 +1,4 @@
-package pgstore
+package cursor
 
 import (
 	"fmt"
@@ -12,9 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
-// The rules of the cursor's window (cursorwin.go) on their own, without a
+// The rules of the cursor's window (window.go) on their own, without a
 // database: first one rule per test, then random histories of writers,
 // reads and claims checked against a model of the database after every
 // step.
@@ -26,26 +27,30 @@ func winRec(seq int64, agg string) outbox.Record {
 }
 
 // qrow is a visible QUEUED row; trow a row of the table path.
-func qrow(seq int64, agg string) cursorRow { return cursorRow{rec: winRec(seq, agg), queued: true} }
-func trow(seq int64, agg string) cursorRow { return cursorRow{rec: winRec(seq, agg)} }
+func qrow(seq int64, agg string) pgstore.CursorRow {
+	return pgstore.CursorRow{Record: winRec(seq, agg), Queued: true}
+}
+func trow(seq int64, agg string) pgstore.CursorRow {
+	return pgstore.CursorRow{Record: winRec(seq, agg)}
+}
 
 // brow is a QUEUED row behind an earlier message of its aggregate in the
 // table path.
-func brow(seq int64, agg string) cursorRow {
+func brow(seq int64, agg string) pgstore.CursorRow {
 	r := qrow(seq, agg)
-	r.blocked = true
+	r.Blocked = true
 	return r
 }
 
 // headRead is a read sent and returned at `at`, with a complete (empty)
 // gap part and rows above the head.
-func headRead(xmin, xmax uint64, at time.Time, rows ...cursorRow) cursorRead {
-	return cursorRead{xmin: xmin, xmax: xmax, headRows: rows, gapsComplete: true, sent: at, returned: at}
+func headRead(xmin, xmax uint64, at time.Time, rows ...pgstore.CursorRow) pgstore.CursorRead {
+	return pgstore.CursorRead{Xmin: xmin, Xmax: xmax, HeadRows: rows, GapsComplete: true, Sent: at, Returned: at}
 }
 
 // gapRead is a read that found rows inside the gaps only.
-func gapRead(xmin, xmax uint64, at time.Time, complete bool, rows ...cursorRow) cursorRead {
-	return cursorRead{xmin: xmin, xmax: xmax, gapRows: rows, gapsComplete: complete, sent: at, returned: at}
+func gapRead(xmin, xmax uint64, at time.Time, complete bool, rows ...pgstore.CursorRow) pgstore.CursorRead {
+	return pgstore.CursorRead{Xmin: xmin, Xmax: xmax, GapRows: rows, GapsComplete: complete, Sent: at, Returned: at}
 }
 
 func tok(n byte) uuid.UUID { return uuid.UUID{15: n} }
@@ -182,17 +187,17 @@ func mustCheck(t *testing.T, w *cursorWindow) {
 func TestCursorWindow_PositionNeverPassesAnOpenRecordOrAGap(t *testing.T) {
 	cases := []struct {
 		name    string
-		rows    []cursorRow
+		rows    []pgstore.CursorRow
 		acked   []int64 // handed out and acknowledged
 		wantPos int64
 	}{
-		{"nothing handled", []cursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, nil, 10},
-		{"the first handled", []cursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{11}, 11},
-		{"a later one handled", []cursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{12, 13}, 10},
-		{"all handled", []cursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{11, 12, 13}, 13},
-		{"a gap first", []cursorRow{qrow(12, "a"), qrow(13, "b")}, []int64{12, 13}, 10},
-		{"a gap in the middle", []cursorRow{qrow(11, "a"), qrow(14, "b")}, []int64{11, 14}, 11},
-		{"table-path rows count as handled", []cursorRow{trow(11, "a"), trow(12, "b"), qrow(13, "c")}, nil, 12},
+		{"nothing handled", []pgstore.CursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, nil, 10},
+		{"the first handled", []pgstore.CursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{11}, 11},
+		{"a later one handled", []pgstore.CursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{12, 13}, 10},
+		{"all handled", []pgstore.CursorRow{qrow(11, "a"), qrow(12, "b"), qrow(13, "c")}, []int64{11, 12, 13}, 13},
+		{"a gap first", []pgstore.CursorRow{qrow(12, "a"), qrow(13, "b")}, []int64{12, 13}, 10},
+		{"a gap in the middle", []pgstore.CursorRow{qrow(11, "a"), qrow(14, "b")}, []int64{11, 14}, 11},
+		{"table-path rows count as handled", []pgstore.CursorRow{trow(11, "a"), trow(12, "b"), qrow(13, "c")}, nil, 12},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,7 +293,7 @@ func TestCursorWindow_GapClosesOnlyOnceXminReachedItsXmaxAndTheGracePassed(t *te
 			w := newCursorWindow(0, grace)
 			// Sent long before it returned: the grace counts from its return.
 			first := headRead(90, 100, winT0, qrow(2, "a"))
-			first.sent = winT0.Add(-time.Hour)
+			first.Sent = winT0.Add(-time.Hour)
 			w.apply(first)
 			w.ack(tok(1), seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))))
 			if len(w.gaps) != 1 || w.pos != 0 {
@@ -296,7 +301,7 @@ func TestCursorWindow_GapClosesOnlyOnceXminReachedItsXmaxAndTheGracePassed(t *te
 			}
 			// Returned long after it was sent: the grace counts until it was sent.
 			later := gapRead(tc.xmin, 200, winT0.Add(tc.sent), tc.complete)
-			later.returned = later.sent.Add(time.Hour)
+			later.Returned = later.Sent.Add(time.Hour)
 			w.apply(later)
 			mustCheck(t, w)
 			if closed := len(w.gaps) == 0; closed != tc.closed {
@@ -330,18 +335,18 @@ func TestCursorWindow_AGapRowFillsItsGap(t *testing.T) {
 	type span struct{ lo, hi int64 }
 	cases := []struct {
 		name     string
-		rows     []cursorRow
+		rows     []pgstore.CursorRow
 		wantGaps []span
 		wantOpen []int64
 	}{
-		{"its lowest seq", []cursorRow{qrow(1, "a")}, []span{{2, 9}}, []int64{1, 10}},
-		{"its highest seq", []cursorRow{qrow(9, "a")}, []span{{1, 8}}, []int64{9, 10}},
-		{"a seq inside splits it", []cursorRow{qrow(5, "a")}, []span{{1, 4}, {6, 9}}, []int64{5, 10}},
-		{"two seqs inside", []cursorRow{qrow(3, "a"), qrow(7, "b")}, []span{{1, 2}, {4, 6}, {8, 9}}, []int64{3, 7, 10}},
-		{"every seq", []cursorRow{qrow(1, "a"), qrow(2, "a"), qrow(3, "a"), qrow(4, "a"), qrow(5, "a"),
+		{"its lowest seq", []pgstore.CursorRow{qrow(1, "a")}, []span{{2, 9}}, []int64{1, 10}},
+		{"its highest seq", []pgstore.CursorRow{qrow(9, "a")}, []span{{1, 8}}, []int64{9, 10}},
+		{"a seq inside splits it", []pgstore.CursorRow{qrow(5, "a")}, []span{{1, 4}, {6, 9}}, []int64{5, 10}},
+		{"two seqs inside", []pgstore.CursorRow{qrow(3, "a"), qrow(7, "b")}, []span{{1, 2}, {4, 6}, {8, 9}}, []int64{3, 7, 10}},
+		{"every seq", []pgstore.CursorRow{qrow(1, "a"), qrow(2, "a"), qrow(3, "a"), qrow(4, "a"), qrow(5, "a"),
 			qrow(6, "a"), qrow(7, "a"), qrow(8, "a"), qrow(9, "a")}, nil, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{"a table-path row fills it without a record", []cursorRow{trow(4, "a")}, []span{{1, 3}, {5, 9}}, []int64{10}},
-		{"a row outside every gap is ignored", []cursorRow{qrow(10, "z"), qrow(12, "z")}, []span{{1, 9}}, []int64{10}},
+		{"a table-path row fills it without a record", []pgstore.CursorRow{trow(4, "a")}, []span{{1, 3}, {5, 9}}, []int64{10}},
+		{"a row outside every gap is ignored", []pgstore.CursorRow{qrow(10, "z"), qrow(12, "z")}, []span{{1, 9}}, []int64{10}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,8 +393,8 @@ func TestCursorWindow_RowsAtOrBelowTheHeadAreIgnored(t *testing.T) {
 }
 
 func TestCursorWindow_HandOutGivesOnlyTheLowestOpenRecordOfAnAggregate(t *testing.T) {
-	rows := func(aggs string) []cursorRow {
-		var out []cursorRow
+	rows := func(aggs string) []pgstore.CursorRow {
+		var out []pgstore.CursorRow
 		for i, a := range aggs {
 			out = append(out, qrow(int64(i+1), string(a)))
 		}
@@ -604,15 +609,15 @@ func TestCursorWindow_ARowAboveTheHeadWaitsForTheGapRowsAReadLeftOut(t *testing.
 	w.apply(headRead(90, 100, winT0, qrow(5, "x"))) // 1-4 are not visible yet
 	// 1-4 commit (4 is a's), then a's next message, 6. The read's gap part
 	// stops at its limit of two rows; its head part has 6.
-	cut := cursorRead{xmin: 100, xmax: 110, gapRows: []cursorRow{qrow(1, "p"), qrow(2, "q")},
-		headRows: []cursorRow{qrow(6, "a")}, sent: winT0, returned: winT0}
+	cut := pgstore.CursorRead{Xmin: 100, Xmax: 110, GapRows: []pgstore.CursorRow{qrow(1, "p"), qrow(2, "q")},
+		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0}
 	w.apply(cut)
 	mustCheck(t, w)
 	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); slices.Contains(got, 6) {
 		t.Fatalf("handed out %v: a's 6 before a's 4, which the read left in its gap", got)
 	}
-	w.apply(cursorRead{xmin: 100, xmax: 110, gapRows: []cursorRow{qrow(3, "r"), qrow(4, "a")}, gapsComplete: true,
-		headRows: []cursorRow{qrow(6, "a")}, sent: winT0, returned: winT0})
+	w.apply(pgstore.CursorRead{Xmin: 100, Xmax: 110, GapRows: []pgstore.CursorRow{qrow(3, "r"), qrow(4, "a")}, GapsComplete: true,
+		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0})
 	mustCheck(t, w)
 	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{3, 4}) {
 		t.Fatalf("after a complete read handed out %v, want [3 4]", got)
@@ -742,15 +747,15 @@ func (s *sim) newLeader(from int64) {
 // to commit.
 func (s *sim) save() {
 	a := s.w.saveArgs()
-	s.saved = max(s.saved, a.pos)
+	s.saved = max(s.saved, a.Pos)
 	s.logf("saved %d", s.saved)
-	if a.head == nil {
+	if a.Head == nil {
 		return // too many ranges: the last save's stay
 	}
 	done := map[int64]bool{}
-	for seq := a.pos + 1; seq <= *a.head; seq++ {
-		i, _ := slices.BinarySearch(a.hi, seq)
-		if i < len(a.lo) && a.lo[i] <= seq {
+	for seq := a.Pos + 1; seq <= *a.Head; seq++ {
+		i, _ := slices.BinarySearch(a.Hi, seq)
+		if i < len(a.Lo) && a.Lo[i] <= seq {
 			continue // unhandled
 		}
 		switch st := s.seqs[seq]; {
@@ -762,7 +767,7 @@ func (s *sim) save() {
 		}
 		done[seq] = true
 	}
-	s.savedHead, s.savedLo, s.savedHi, s.savedDone = *a.head, a.lo, a.hi, done
+	s.savedHead, s.savedLo, s.savedHi, s.savedDone = *a.Head, a.Lo, a.Hi, done
 }
 
 // snapshot is what a read gets (queries/cursor_read.sql): the xmin of
@@ -888,13 +893,13 @@ func (s *sim) isCommitted(seq int64) bool {
 	return tx != rolledBack && tx.done
 }
 
-func (s *sim) row(seq int64) cursorRow {
+func (s *sim) row(seq int64) pgstore.CursorRow {
 	st := s.seqs[seq]
-	row := cursorRow{rec: winRec(seq, st.agg), queued: st.status == simQueued}
-	if row.queued {
+	row := pgstore.CursorRow{Record: winRec(seq, st.agg), Queued: st.status == simQueued}
+	if row.Queued {
 		for e := seq - 1; e >= 1; e-- {
 			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && o.status == simTable {
-				row.blocked = true
+				row.Blocked = true
 				break
 			}
 		}
@@ -905,7 +910,7 @@ func (s *sim) row(seq int64) cursorRow {
 // read is queries/cursor_read.sql on the model.
 func (s *sim) read(limit, gapLimit int) {
 	xmin, xmax := s.snapshot()
-	r := cursorRead{xmin: xmin, xmax: xmax, sent: s.now, gapsComplete: true}
+	r := pgstore.CursorRead{Xmin: xmin, Xmax: xmax, Sent: s.now, GapsComplete: true}
 	lo, hi := s.w.gapRanges()
 	n := 0
 gaps:
@@ -915,34 +920,34 @@ gaps:
 				break gaps
 			}
 			if s.isCommitted(seq) {
-				r.gapRows = append(r.gapRows, s.row(seq))
+				r.GapRows = append(r.GapRows, s.row(seq))
 				n++
 			}
 		}
 	}
 	if n >= gapLimit {
-		r.gapsComplete = false
+		r.GapsComplete = false
 	}
-	for seq := s.w.head + 1; seq < int64(len(s.seqs)) && len(r.headRows) < limit; seq++ {
+	for seq := s.w.head + 1; seq < int64(len(s.seqs)) && len(r.HeadRows) < limit; seq++ {
 		if s.isCommitted(seq) {
-			r.headRows = append(r.headRows, s.row(seq))
+			r.HeadRows = append(r.HeadRows, s.row(seq))
 		}
 	}
 	s.now = s.now.Add(time.Duration(s.rng.IntN(20)) * time.Millisecond)
-	r.returned = s.now
+	r.Returned = s.now
 	s.logf("read from %d xmin %d xmax %d: gap rows %v (complete %v, limit %d), head rows %v", s.w.head, xmin, xmax,
-		rowSeqs(r.gapRows), r.gapsComplete, gapLimit, rowSeqs(r.headRows))
+		rowSeqs(r.GapRows), r.GapsComplete, gapLimit, rowSeqs(r.HeadRows))
 	s.w.apply(r)
 }
 
-func rowSeqs(rows []cursorRow) []string {
+func rowSeqs(rows []pgstore.CursorRow) []string {
 	var out []string
 	for _, r := range rows {
-		f := fmt.Sprintf("%d%s", r.rec.Seq, r.rec.AggregateID)
-		if !r.queued {
+		f := fmt.Sprintf("%d%s", r.Record.Seq, r.Record.AggregateID)
+		if !r.Queued {
 			f += "(t)"
 		}
-		if r.blocked {
+		if r.Blocked {
 			f += "(b)"
 		}
 		out = append(out, f)

@@ -1,4 +1,4 @@
-package pgstore_test
+package cursor_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -180,7 +181,7 @@ func TestCursor_AnInsertWithItsOwnSQLHoldsThePosition(t *testing.T) {
 		if err := b.store.EnableCursor(testCtx(t)); err != nil {
 			t.Fatalf("EnableCursor: %v", err)
 		}
-		b.cursor = b.store.Cursor()
+		b.cursor = cursor.New(b.store).Queue()
 		ownSQLInsertHoldsThePosition(t, b)
 	})
 }
