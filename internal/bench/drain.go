@@ -93,8 +93,8 @@ func (r *runner) drainCeiling(ctx context.Context, loops int) (float64, cpuUse, 
 	if err != nil {
 		return 0, cpuUse{}, err
 	}
-	// As a relay does when it stops: in cursor mode the Cursor saves its
-	// position (in claim mode nothing happens).
+	// As a relay does when it stops: in cursor mode the cursor strategy
+	// saves its position and resigns (in claim mode nothing happens).
 	if err := resign(ctx, q); err != nil {
 		return 0, cpuUse{}, err
 	}

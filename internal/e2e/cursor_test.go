@@ -287,7 +287,7 @@ func TestCursorRelay_SIGTERMHandsTheLeadToTheStandbyAtOnce(t *testing.T) {
 		t.Fatalf("A exited %d after SIGTERM:\n%s", code, a.output())
 	}
 	stopped := time.Now()
-	if !strings.Contains(a.output(), "pgstore: resigned the cursor") {
+	if !strings.Contains(a.output(), "cursor: resigned the lead") {
 		t.Errorf("A did not resign:\n%s", a.output())
 	}
 	probe := seqMessage("probe", 0)

@@ -8,7 +8,8 @@
 //     position) in the single row of outbox_cursor. A message's row is
 //     written only if its publish fails; an acknowledged message is
 //     recorded in memory, and the position is saved every
-//     pgstore.Config.CursorSaveInterval in the round trip of a read.
+//     pgstore.Config.CursorSaveInterval in the round trip of a claim (or
+//     of a failure's record; with a negative interval, of every mark).
 //   - The other relays are standbys. The leader holds a lease
 //     (pgstore.Config.LeaderLease, 5 s by default) that it renews on its
 //     own while it leads; a standby tries to lead at least five times per
@@ -32,8 +33,9 @@
 // the Store's pool and Config. This package holds the logic of cursor
 // mode, all in memory (the window, the lead, the marks); its database
 // side, [pgstore.CursorDB], runs the round trips it plans, one per claim
-// (with the mark before it, when they travel together), and answers what
-// the database returned. [Strategy.Queue] shows the Strategy as a
+// (with the mark before it, when they travel together; the first claim
+// reads the mode first, and a standby that just won the lead reads at
+// once in a second one), and answers what the database returned. [Strategy.Queue] shows the Strategy as a
 // [store.Queue], [store.MarkClaimer] and [store.Notifier], for code that
 // claims without a relay. On an outbox that is not in cursor mode its
 // claims fail with an error wrapping [pgstore.ErrNotCursorMode], which

@@ -28,7 +28,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	var s strategy.Strategy = cursor.New(st) // one Cursor per relay
+	var s strategy.Strategy = cursor.New(st) // one Strategy per relay
 	defer func() {
 		// The leader saves its position and hands the lead over at once.
 		if err := s.Close(ctx); err != nil {

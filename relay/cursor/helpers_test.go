@@ -127,16 +127,6 @@ func (b *bundle) count(t *testing.T) int {
 	return n
 }
 
-// dbNow is the database clock.
-func (b *bundle) dbNow(t *testing.T) time.Time {
-	t.Helper()
-	var now time.Time
-	if err := b.pool.QueryRow(testCtx(t), "SELECT clock_timestamp()").Scan(&now); err != nil {
-		t.Fatalf("now: %v", err)
-	}
-	return now
-}
-
 func seqsOf(recs []outbox.Record) []int64 {
 	out := make([]int64, len(recs))
 	for i, r := range recs {

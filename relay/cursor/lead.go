@@ -19,7 +19,7 @@ import (
 func (s *Strategy) checkLease(now time.Time) {
 	cs := &s.cs
 	if cs.leader && now.After(cs.leaseUntil.Add(-cs.lease/10)) {
-		s.set.Logger.Warn("cursor: cursor lease not renewed in time; no longer leading", slog.String("schema", s.set.Schema))
+		s.set.Logger.Warn("cursor: lease not renewed in time; no longer leading", slog.String("schema", s.set.Schema))
 		cs.dropLead()
 	}
 }
@@ -51,8 +51,9 @@ func (s *Strategy) Resign(ctx context.Context) error {
 		return nil
 	}
 	if err := s.db.Resign(ctx, tok, save.CursorSave); err != nil {
-		return fmt.Errorf("cursor: resign the cursor: %w", err)
+		return fmt.Errorf("cursor: resign: %w", err)
 	}
+	s.set.Logger.Info("cursor: resigned the lead", slog.String("schema", s.set.Schema), slog.Int64("position", save.Pos))
 	return nil
 }
 

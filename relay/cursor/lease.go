@@ -80,7 +80,7 @@ func (s *Strategy) giveUpIdleLead(tok uuid.UUID, idle time.Duration) {
 	if !cs.leader || cs.token != tok {
 		return
 	}
-	s.set.Logger.Warn("cursor: no claim for a while; giving the cursor lead up (a relay that stops should call Close)",
+	s.set.Logger.Warn("cursor: no claim for a while; giving the lead up (a relay that stops calls Close)",
 		slog.String("schema", s.set.Schema), slog.Duration("idle", idle.Round(time.Second)))
 	cs.dropLead()
 }
@@ -116,11 +116,11 @@ func (s *Strategy) renewLead(ctx context.Context, tok uuid.UUID, lease time.Dura
 		cs.dropLead()
 		return false
 	case err != nil:
-		s.set.Logger.Warn("cursor: could not renew the cursor lease; still leading until it ends",
+		s.set.Logger.Warn("cursor: could not renew the lease; still leading until it ends",
 			slog.String("schema", s.set.Schema), slog.Time("lease_until", cs.leaseUntil), slog.Any("error", err))
 		return true
 	case !held:
-		s.set.Logger.Warn("cursor: cursor lease taken over; no longer leading", slog.String("schema", s.set.Schema))
+		s.set.Logger.Warn("cursor: lease taken over; no longer leading", slog.String("schema", s.set.Schema))
 		cs.dropLead()
 		return false
 	}

@@ -177,7 +177,7 @@ func (s *Strategy) applyTablePath(plan *tripPlan, r *pgstore.CursorTripResult) {
 func (s *Strategy) applySave(plan *tripPlan, r *pgstore.CursorTripResult) bool {
 	cs := &s.cs
 	if !r.Saved {
-		s.set.Logger.Warn("cursor: cursor lease taken over; no longer leading", slog.String("schema", s.set.Schema))
+		s.set.Logger.Warn("cursor: lease taken over; no longer leading", slog.String("schema", s.set.Schema))
 		cs.dropLead()
 		return false
 	}

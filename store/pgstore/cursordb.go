@@ -29,8 +29,10 @@ const minLeaderLease = time.Second
 const cursorSaveFailpoint = "pgstore-cursor-save-before-commit"
 
 // ErrNotCursorMode is wrapped by the errors of the cursor strategy's claims
-// (package relay/cursor) when the outbox is not in cursor mode: its
-// messages are claimed from the table, by [Store.Claim]. Test for it with
+// (package relay/cursor, which finds the mode with [CursorDB.ReadMode])
+// when the outbox is not in cursor mode: its messages are claimed from the
+// table, by [Store.Claim]. It is declared here, beside [ErrNotClaimMode],
+// for package relay/modes, which switches on both. Test for it with
 // errors.Is.
 var ErrNotCursorMode = errors.New("pgstore: not in cursor mode")
 
@@ -42,10 +44,13 @@ var ErrCursorMode = errors.New("pgstore: cursor mode")
 // relay/cursor; see the package documentation, "Cursor mode"): the SQL of
 // cursor mode and its execution, for one relay. The strategy decides what
 // to send (its window, lead and marks live in memory, in relay/cursor);
-// CursorDB sends it and returns what the database answered. Every method
-// is one round trip to the database, in one transaction, on the Store's
-// pool and with the relay's session settings, and changes nothing of the
-// strategy's state. It is safe for concurrent use.
+// CursorDB sends it and returns what the database answered. Trip,
+// MarkFailed, Renew, Resign and Release are one round trip each, in one
+// transaction, on the Store's pool and with the relay's session settings;
+// ReadMode is one, or more on an outbox that lacks cursor mode's
+// migrations. It keeps none of the strategy's state, and is safe for
+// concurrent use. Its types serve package relay/cursor: they follow that
+// package, and carry no promise of their own to other callers.
 type CursorDB struct {
 	s *Store
 }
@@ -162,7 +167,8 @@ type CursorReadRequest struct {
 
 // CursorRow is one row a cursor read returned.
 type CursorRow struct {
-	// Record is the message, PENDING as a cursor message is handed out.
+	// Record is the message. Its Status is PENDING, as a cursor message is
+	// handed out, whatever the row holds; Queued says what the row holds.
 	Record outbox.Record
 	// Queued reports that the row is a cursor message (status QUEUED).
 	// Other rows are the table path's.

@@ -15,8 +15,8 @@ import (
 	"github.com/outbox-dev/outbox/store"
 )
 
-// CursorMode is what [CursorDB.ReadMode] found.
-type CursorMode struct {
+// CursorModeRead is what [CursorDB.ReadMode] found.
+type CursorModeRead struct {
 	// Active reports that the outbox is in cursor mode. An outbox whose
 	// migrations predate cursor mode is not.
 	Active bool
@@ -32,9 +32,9 @@ type CursorMode struct {
 // migration 012 is missing. It fails with an error wrapping
 // [ErrCursorMode] when the outbox is in cursor mode with an outbox_cursor
 // older than migration 011.
-func (d *CursorDB) ReadMode(ctx context.Context, lead *CursorLeadAttempt) (CursorMode, error) {
+func (d *CursorDB) ReadMode(ctx context.Context, lead *CursorLeadAttempt) (CursorModeRead, error) {
 	s := d.s
-	var r CursorMode
+	var r CursorModeRead
 	b := s.relayBatch()
 	if lead != nil {
 		queueLeadAttempt(s, b, lead, &r.Lead)
@@ -108,7 +108,6 @@ func (d *CursorDB) Resign(ctx context.Context, token uuid.UUID, save CursorSave)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("pgstore: resigned the cursor", slog.String("schema", s.cfg.Schema), slog.Int64("position", save.Pos))
 	return nil
 }
 
@@ -149,10 +148,14 @@ type CursorFailed struct {
 // MarkFailed records f in one round trip: the leader's save first, when f
 // has cursor messages (the cursor row stays locked until the round trip
 // commits, which fences the writes after it), then the failures, then the
-// move of Behind.
+// move of Behind. Behind without Queued is refused with an error wrapping
+// ErrInvalidConfig: the save that fences the move comes with Queued.
 func (d *CursorDB) MarkFailed(ctx context.Context, f *CursorFailure) (CursorFailed, error) {
 	s := d.s
 	var r CursorFailed
+	if len(f.Behind) > 0 && len(f.Queued) == 0 {
+		return r, fmt.Errorf("%w: CursorFailure.Behind: needs Queued, whose save fences the move", ErrInvalidConfig)
+	}
 	args := newFailureArgs(f.Failures)
 	for i, seq := range args.seqs {
 		args.queued[i] = slices.Contains(f.Queued, seq)

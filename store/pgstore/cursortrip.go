@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,8 +18,9 @@ import (
 // as it planned it: every part that is set is sent, in one transaction.
 type CursorTrip struct {
 	// LeaderToken is the lead's lease token when the trip was planned. It
-	// fences Save and Table: under a token whose lease was taken over they
-	// change nothing.
+	// fences Save: under a token whose lease was taken over the save
+	// changes nothing, and it locks the cursor row, which fences Table
+	// after it. Table therefore needs Save.
 	LeaderToken uuid.UUID
 	// Read, when not nil, is the leader's read.
 	Read *CursorReadRequest
@@ -66,9 +68,20 @@ type CursorTripResult struct {
 // Trip sends t in one round trip and waits until it committed. On error
 // nothing of it counts: a lost reply may hide a committed save or
 // takeover, whose lease then simply runs out.
+//
+// The parts run in this order: the read, the save, the move to the table
+// path, the marks, the attempt to lead, the table path's claim. The read
+// comes first because the bound of the gaps it finds is a transaction id
+// taken after its snapshot, and a write before it would have taken that
+// id earlier, before writers still open. The save comes before the move,
+// which its lock on the cursor row fences. A trip with Table and no Save
+// is refused with an error wrapping ErrInvalidConfig.
 func (d *CursorDB) Trip(ctx context.Context, t *CursorTrip) (CursorTripResult, error) {
 	s := d.s
 	var r CursorTripResult
+	if len(t.Table) > 0 && t.Save == nil {
+		return r, fmt.Errorf("%w: CursorTrip.Table: needs Save, whose lock on the cursor row fences the move", ErrInvalidConfig)
+	}
 	b := s.relayBatch()
 	// The read comes first: the bound of the gaps it finds is a
 	// transaction id it takes after its snapshot (queries/cursor_read.sql),

@@ -180,9 +180,9 @@
 // acknowledgements in memory, and what moves to the table path. Its
 // package documentation gives the rules and why they hold. This package
 // is its database side, [CursorDB] ([Store.CursorDB]): the SQL of cursor
-// mode (queries/cursor_*.sql) and its execution, each call one round trip
-// in one transaction that does what the strategy planned: the leader's
-// read of the log and of its gaps (first in the round trip: see
+// mode (queries/cursor_*.sql) and its execution, in round trips of one
+// transaction each that do what the strategy planned: the leader's read
+// of the log and of its gaps (first in the round trip: see
 // [CursorDB.Trip]), the save of its position, which renews its lease and
 // fences its writes by its lease token, the move of messages to the table
 // path, the marks of table-path messages, a standby's attempt to lead, and

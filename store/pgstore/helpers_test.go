@@ -17,7 +17,7 @@ import (
 )
 
 // bundle is what most tests need: a migrated store in its own schema, and
-// in cursor mode (setupCursor) a Cursor of it.
+// in cursor mode (setupCursor) its cursor strategy, as a Queue.
 type bundle struct {
 	pool   *pgxpool.Pool
 	schema string

@@ -1,5 +1,5 @@
 -- Cursor mode: the leader renews its lease (relay/cursor/lease.go, every third of
--- Config.LeaderLease while the Store leads), fenced by its
+-- Config.LeaderLease while the cursor strategy leads), fenced by its
 -- lease token: no row changes for a relay whose lease another one took
 -- over, which then knows it leads no more.
 --

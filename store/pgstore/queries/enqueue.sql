@@ -4,7 +4,7 @@
 --
 -- The CTE gives the transaction its id before the rows take their seqs
 -- (the identity is evaluated per row, after the CTE's row was fetched). The
--- cursor relay (cursor.go) relies on it: a transaction that holds a seq it
+-- cursor relay (package relay/cursor) relies on it: a transaction that holds a seq it
 -- has not committed yet appears in every snapshot as running, so the relay
 -- never passes that seq before the transaction ended. Migration 012's
 -- statement trigger does the same for every INSERT; the CTE keeps Enqueue

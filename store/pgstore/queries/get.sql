@@ -2,7 +2,7 @@
 -- its state as outbox_message_states (migration 016) defines it: a PENDING
 -- or FAILED message with a lease token is IN_FLIGHT (claim.sql leases a row
 -- without changing its status), and a QUEUED message (cursor mode,
--- cursor.go) is SENT once the cursor's saved position passed it and
+-- package relay/cursor) is SENT once the cursor's saved position passed it and
 -- PENDING before; its published_at stays NULL (the cursor does not record
 -- when each message went out).
 --

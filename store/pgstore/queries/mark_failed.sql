@@ -1,7 +1,7 @@
 -- Store.MarkFailed: one statement and one round trip for all failures,
 -- zipped by unnest. Finds rows by primary key (seq). A claimed message is
 -- fenced like mark_sent.sql: it changes only while leased (IN_FLIGHT) under
--- the caller's lease token. In cursor mode (cursor.go) a failed QUEUED message
+-- the caller's lease token. In cursor mode (package relay/cursor) a failed QUEUED message
 -- enters the table path the same way, while the cursor's lease is the
 -- leader's ($7; cursor_save.sql, earlier in the same transaction, holds the
 -- cursor row). The second CTE records each counted attempt (and each move
