@@ -16,9 +16,9 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/sink/kafka"
 	"github.com/outbox-dev/outbox/store/pgstore"

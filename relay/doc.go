@@ -59,9 +59,10 @@
 //     of marking each message, and hands the lead over when it stops.
 //     Messages whose publish failed, and the later ones of their
 //     aggregates, are claimed and marked as in claim mode.
-//   - cdc: package cdc reads the inserts from the write-ahead log; its
-//     table path is a Relay over the claim strategy, for the aggregates
-//     the stream handed to it.
+//   - cdc (package relay/cdc): one relay at a time reads the inserts from
+//     the write-ahead log, with a pipeline of its own; its table path is a
+//     Relay over the claim strategy, for the aggregates the stream handed
+//     to it.
 //
 // Over PostgreSQL, package relay/modes runs the strategy of the mode the
 // outbox records, and follows a switch from claim to cursor while the

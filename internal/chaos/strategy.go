@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/relay/cdc"
 )
 
 // appName is the application_name of every connection of the component

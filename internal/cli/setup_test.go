@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 

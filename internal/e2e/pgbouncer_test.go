@@ -21,10 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outbox-dev/outbox"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/ops"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )

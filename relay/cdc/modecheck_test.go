@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 

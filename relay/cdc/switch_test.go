@@ -12,8 +12,8 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/relay/claim"
 	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/relay/strategy"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/leaktest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cdc"
 )
 
 // A CDC relay started with a context that never ends, and stopped, leaves

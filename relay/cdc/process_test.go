@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cdc"
 )
 
 var (

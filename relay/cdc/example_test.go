@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/internal/pgtest"
+	"github.com/outbox-dev/outbox/relay/cdc"
 	"github.com/outbox-dev/outbox/sink/kafka"
 )
 

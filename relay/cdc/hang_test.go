@@ -13,7 +13,7 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
+	"github.com/outbox-dev/outbox/relay/cdc"
 )
 
 // hangWriter commits one event of each of its aggregates per transaction,

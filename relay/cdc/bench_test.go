@@ -16,8 +16,8 @@ import (
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/broker"
-	"github.com/outbox-dev/outbox/cdc"
 	"github.com/outbox-dev/outbox/relay"
+	"github.com/outbox-dev/outbox/relay/cdc"
 )
 
 // Sizes of BenchmarkPollingVsCDC.
