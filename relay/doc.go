@@ -1,6 +1,8 @@
-// Package relay publishes the outbox: it claims due messages from a
-// store.Queue in small batches, publishes them with a sink.Sink, and marks
-// them SENT only after the broker acknowledged them.
+// Package relay publishes the outbox. It is the relay's core: its workers
+// claim due messages in small batches through a strategy (package
+// relay/strategy: claim, cursor), publish them with a sink.Sink, and mark
+// them SENT only after the broker acknowledged them; package
+// relay/failure decides what happens to a message whose publish failed.
 //
 // # Guarantees
 //
