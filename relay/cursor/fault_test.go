@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
+	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -22,25 +24,25 @@ import (
 func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
 	// FullClaimInterval -1: every claim has a round trip (the table path's
 	// claim), so that the cancelled one fails.
-	b := setupCursor(t, pgstore.Config{FullClaimInterval: -1})
-	seq := b.enqueue(t, msg("Order", "a"))
-	c := cursorClaim(t, b.cursor, "A")
+	b := pgstoretest.SetupCursor(t, pgstore.Config{FullClaimInterval: -1})
+	seq := b.Enqueue(t, pgstoretest.Msg("Order", "a"))
+	c := pgstoretest.Claim(t, b.Cursor, "A")
 	if len(c.Records) != 1 {
-		t.Fatalf("claimed %v, want %v", seqsOf(c.Records), seq)
+		t.Fatalf("claimed %v, want %v", pgstoretest.Seqs(c.Records), seq)
 	}
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(pgstoretest.Context(t))
 	cancel()
-	if _, _, err := b.cursor.MarkSentAndClaim(ctx, c.Token, seq, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease}); err == nil {
+	if _, _, err := b.Cursor.MarkSentAndClaim(ctx, c.Token, seq, store.ClaimParams{Owner: "A", Limit: 100, Lease: pgstoretest.CursorLease}); err == nil {
 		t.Fatal("MarkSentAndClaim with a cancelled context succeeded; the test needs a failed round trip")
 	}
-	n, err := b.cursor.MarkSent(testCtx(t), c.Token, seq)
+	n, err := b.Cursor.MarkSent(pgstoretest.Context(t), c.Token, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
 		t.Errorf("MarkSent after the failed MarkSentAndClaim = %d, want 1: the relay would report the message as fenced", n)
 	}
-	if leading, _ := b.cursor.Leading(); !leading {
+	if leading, _ := b.Cursor.Leading(); !leading {
 		t.Error("the store lost the lead")
 	}
 }
@@ -56,36 +58,36 @@ func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
 // on a busy server other sessions' commits hide the case, so the test tries
 // a few times.)
 func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{})
-	ctx := testCtx(t)
-	cursorClaim(t, b.cursor, "A") // A leads
+	b := pgstoretest.SetupCursor(t, pgstore.Config{})
+	ctx := pgstoretest.Context(t)
+	pgstoretest.Claim(t, b.Cursor, "A") // A leads
 	for attempt := range 10 {
 		// older gets its id first; late gets a newer one and takes its
 		// seq; older then takes a higher seq and commits, and the leader
 		// reads at once.
-		older, err := b.pool.Begin(ctx)
+		older, err := b.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := older.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
 			t.Fatal(err)
 		}
-		late := msg("Order", "late")
-		lateTx := b.openEnqueue(t, late)
-		if err := b.store.Enqueue(ctx, older, msg("Order", "other")); err != nil {
+		late := pgstoretest.Msg("Order", "late")
+		lateTx := openEnqueue(t, b, late)
+		if err := b.Store.Enqueue(ctx, older, pgstoretest.Msg("Order", "other")); err != nil {
 			t.Fatal(err)
 		}
 		if err := older.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
-		lateSeq := b.seqOf(t, lateTx, late.ID)
+		pgstoretest.MarkSent(t, b.Cursor, pgstoretest.Claim(t, b.Cursor, "A"))
+		lateSeq := seqOf(t, b, lateTx, late.ID)
 		// However long late stays open (past the gap grace of 1 s), the
 		// position stays below its seq.
 		deadline := time.Now().Add(1500 * time.Millisecond)
 		for time.Now().Before(deadline) {
-			markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
-			if leading, pos := b.cursor.Leading(); leading && pos >= lateSeq {
+			pgstoretest.MarkSent(t, b.Cursor, pgstoretest.Claim(t, b.Cursor, "A"))
+			if leading, pos := b.Cursor.Leading(); leading && pos >= lateSeq {
 				t.Fatalf("attempt %d: position %d passed seq %d of a transaction still open (the message is lost when it commits)", attempt, pos, lateSeq)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -93,7 +95,7 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 		if err := lateTx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := claimUntil(t, b.cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
+		if got := claimUntil(t, b.Cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
 			t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
 		}
 	}
@@ -106,45 +108,45 @@ func TestCursor_AnOpenWriterWithTheNewestIDHoldsThePosition(t *testing.T) {
 // seq would close while it is still open, and its message would be lost.
 // The save waits here on a row lock the test holds.
 func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
-	ctx := testCtx(t)
-	claimUntil(t, b.cursor, "A", b.enqueue(t, msg("Order", "first"))...) // A leads, and has a save due
+	b := pgstoretest.SetupCursor(t, pgstore.Config{CursorSaveInterval: time.Millisecond})
+	ctx := pgstoretest.Context(t)
+	claimUntil(t, b.Cursor, "A", b.Enqueue(t, pgstoretest.Msg("Order", "first"))...) // A leads, and has a save due
 
-	lock, err := b.pool.Begin(ctx)
+	lock, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, b.sql("SELECT 1 FROM {{schema}}.outbox_cursor FOR UPDATE")); err != nil {
+	if _, err := lock.Exec(ctx, b.SQL("SELECT 1 FROM {{schema}}.outbox_cursor FOR UPDATE")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
 	claimed := make(chan store.Claim, 1)
 	go func() {
-		c, err := b.cursor.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: cursorLease})
+		c, err := b.Cursor.Claim(ctx, store.ClaimParams{Owner: "A", Limit: 100, Lease: pgstoretest.CursorLease})
 		if err != nil {
 			t.Errorf("Claim: %v", err)
 		}
 		claimed <- c
 	}()
 	// Wait until the save waits for the lock.
-	awaitBackend(t, b.pool, 5*time.Second, "the leader's round trip never waited for the cursor row",
-		`wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.outbox_cursor%'`, pgx.Identifier{b.schema}.Sanitize())
-	late := msg("Order", "late")
-	lateTx := b.openEnqueue(t, late)
-	lateSeq := b.seqOf(t, lateTx, late.ID)
-	b.enqueue(t, msg("Order", "after"))
+	pgtest.AwaitBackend(t, b.Pool, 5*time.Second, "the leader's round trip never waited for the cursor row",
+		`wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.outbox_cursor%'`, pgx.Identifier{b.Schema}.Sanitize())
+	late := pgstoretest.Msg("Order", "late")
+	lateTx := openEnqueue(t, b, late)
+	lateSeq := seqOf(t, b, lateTx, late.ID)
+	b.Enqueue(t, pgstoretest.Msg("Order", "after"))
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c := <-claimed
-	markSent(t, b.cursor, c)
+	pgstoretest.MarkSent(t, b.Cursor, c)
 	// However long late stays open (past the gap grace of 1 s), the
 	// position stays below its seq.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
-		if pos := position(t, b.cursor); pos >= lateSeq {
+		pgstoretest.MarkSent(t, b.Cursor, pgstoretest.Claim(t, b.Cursor, "A"))
+		if pos := position(t, b.Cursor); pos >= lateSeq {
 			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, lateSeq)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -152,7 +154,7 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 	if err := lateTx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimUntil(t, b.cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
+	if got := claimUntil(t, b.Cursor, "A", lateSeq); !slices.Contains(got, lateSeq) {
 		t.Fatalf("the late message %d was never claimed: %v", lateSeq, got)
 	}
 }
@@ -173,22 +175,22 @@ func TestCursor_AWriterThatGotItsIDDuringTheSaveHoldsThePosition(t *testing.T) {
 func TestCursor_AnInsertWithItsOwnSQLHoldsThePosition(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		t.Parallel()
-		ownSQLInsertHoldsThePosition(t, setupCursor(t, pgstore.Config{}))
+		ownSQLInsertHoldsThePosition(t, pgstoretest.SetupCursor(t, pgstore.Config{}))
 	})
 	t.Run("partitioned", func(t *testing.T) {
 		t.Parallel()
-		b := setupPartitioned(t, time.Hour)
-		if err := b.store.EnableCursor(testCtx(t)); err != nil {
+		b := pgstoretest.SetupPartitioned(t, time.Hour)
+		if err := b.Store.EnableCursor(pgstoretest.Context(t)); err != nil {
 			t.Fatalf("EnableCursor: %v", err)
 		}
-		b.cursor = cursor.New(b.store).Queue()
+		b.Cursor = cursor.New(b.Store).Queue()
 		ownSQLInsertHoldsThePosition(t, b)
 	})
 }
 
-func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
-	ctx := testCtx(t)
-	if _, err := b.pool.Exec(ctx, b.sql(`
+func ownSQLInsertHoldsThePosition(t *testing.T, b *pgstoretest.Bundle) {
+	ctx := pgstoretest.Context(t)
+	if _, err := b.Pool.Exec(ctx, b.SQL(`
 		CREATE FUNCTION {{schema}}.test_hold_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			PERFORM pg_sleep(1.5);
@@ -200,9 +202,9 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	}
 	// A leads. The sequence's first value is WAL-logged, and a nextval
 	// that logs gives its transaction an id; the next 32 do not.
-	claimUntil(t, b.cursor, "A", b.enqueue(t, msg("Order", "first"))...)
+	claimUntil(t, b.Cursor, "A", b.Enqueue(t, pgstoretest.Msg("Order", "first"))...)
 
-	own, err := b.pool.Begin(ctx)
+	own, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,21 +212,21 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	id := uuid.New()
 	inserted := make(chan error, 1)
 	go func() {
-		_, err := own.Exec(ctx, b.sql(`INSERT INTO {{schema}}.outbox_messages
+		_, err := own.Exec(ctx, b.SQL(`INSERT INTO {{schema}}.outbox_messages
 			(id, aggregate_type, aggregate_id, event_type, event_version, payload, content_type)
 			VALUES ($1, 'Order', 'own-sql', 'Held', 1, '{}', 'application/json')`), id)
 		inserted <- err
 	}()
 	// Wait until the INSERT holds its seq in the test's trigger.
-	awaitBackend(t, b.pool, 5*time.Second, "the INSERT never reached the test's trigger",
-		`wait_event = 'PgSleep' AND query LIKE 'INSERT INTO ' || $1 || '%'`, pgx.Identifier{b.schema}.Sanitize())
-	after := b.enqueue(t, msg("Order", "after"))
+	pgtest.AwaitBackend(t, b.Pool, 5*time.Second, "the INSERT never reached the test's trigger",
+		`wait_event = 'PgSleep' AND query LIKE 'INSERT INTO ' || $1 || '%'`, pgx.Identifier{b.Schema}.Sanitize())
+	after := b.Enqueue(t, pgstoretest.Msg("Order", "after"))
 	// The leader reads past the held seq, over the INSERT and for a while
 	// after it; the position must stay below the seq.
 	ownSeq := after[0] - 1
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		markSent(t, b.cursor, cursorClaim(t, b.cursor, "A"))
+		pgstoretest.MarkSent(t, b.Cursor, pgstoretest.Claim(t, b.Cursor, "A"))
 		select {
 		case err := <-inserted:
 			if err != nil {
@@ -233,7 +235,7 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 			inserted = nil
 		default:
 		}
-		if pos := position(t, b.cursor); pos >= ownSeq {
+		if pos := position(t, b.Cursor); pos >= ownSeq {
 			t.Fatalf("position %d passed seq %d of a transaction still open (the message is lost when it commits)", pos, ownSeq)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -241,13 +243,13 @@ func ownSQLInsertHoldsThePosition(t *testing.T, b *bundle) {
 	if inserted != nil {
 		t.Fatal("the INSERT did not return within 2.5 s")
 	}
-	if got := b.seqOf(t, own, id); got != ownSeq {
+	if got := seqOf(t, b, own, id); got != ownSeq {
 		t.Fatalf("the INSERT took seq %d, the test assumed %d", got, ownSeq)
 	}
 	if err := own.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimUntil(t, b.cursor, "A", ownSeq); !slices.Contains(got, ownSeq) {
+	if got := claimUntil(t, b.Cursor, "A", ownSeq); !slices.Contains(got, ownSeq) {
 		t.Fatalf("the message of the INSERT, %d, was never claimed: %v", ownSeq, got)
 	}
 }

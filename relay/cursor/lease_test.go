@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/internal/leaktest"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -48,9 +49,9 @@ func waitKeepers(t *testing.T, want int, within time.Duration, what string) {
 
 // leaseCursor is a Cursor of a Store on pool over b's outbox with the
 // tests' short leader lease.
-func leaseCursor(t *testing.T, b *bundle, pool *pgxpool.Pool) *cursor.Queue {
+func leaseCursor(t *testing.T, b *pgstoretest.Bundle, pool *pgxpool.Pool) *cursor.Queue {
 	t.Helper()
-	s, err := pgstore.New(pool, pgstore.Config{Schema: b.schema, LeaderLease: cursorLease})
+	s, err := pgstore.New(pool, pgstore.Config{Schema: b.Schema, LeaderLease: pgstoretest.CursorLease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func leadWithin(t *testing.T, s *cursor.Queue, owner string, within time.Duratio
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		cursorClaim(t, s, owner)
+		pgstoretest.Claim(t, s, owner)
 		if leading, _ := s.Leading(); leading {
 			return
 		}
@@ -81,15 +82,15 @@ func leadWithin(t *testing.T, s *cursor.Queue, owner string, within time.Duratio
 // the lease: the renewing goroutine ends, the standby leads once the lease
 // ran out, and the old leader knows that it leads no more.
 func TestCursor_TheLeaderKeepsItsLeadWithoutRoundTripsUntilItsPoolCloses(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{})
+	b := pgstoretest.SetupCursor(t, pgstore.Config{})
 	waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
-	poolA := pgtest.Pool(t, b.schema)
+	poolA := pgtest.Pool(t, b.Schema)
 	a := leaseCursor(t, b, poolA)
-	standby := leaseCursor(t, b, b.pool)
+	standby := leaseCursor(t, b, b.Pool)
 	leadWithin(t, a, "A", 10*time.Second)
 
-	for end := time.Now().Add(4 * cursorLease); time.Now().Before(end); {
-		cursorClaim(t, standby, "B")
+	for end := time.Now().Add(4 * pgstoretest.CursorLease); time.Now().Before(end); {
+		pgstoretest.Claim(t, standby, "B")
 		if leading, _ := standby.Leading(); leading {
 			t.Fatal("the standby led while the leader, making no round trip, was to renew its lease")
 		}
@@ -103,7 +104,7 @@ func TestCursor_TheLeaderKeepsItsLeadWithoutRoundTripsUntilItsPoolCloses(t *test
 	}
 
 	poolA.Close()
-	waitKeepers(t, 0, 2*cursorLease, "after A's pool closed")
+	waitKeepers(t, 0, 2*pgstoretest.CursorLease, "after A's pool closed")
 	leadWithin(t, standby, "B", 10*time.Second)
 	if leading, _ := a.Leading(); leading {
 		t.Error("A still believes it leads after its pool closed and the standby took over")
@@ -115,73 +116,57 @@ func TestCursor_TheLeaderKeepsItsLeadWithoutRoundTripsUntilItsPoolCloses(t *test
 // finds the lease taken over, which ends the lead too.
 func TestCursor_TheLeaseIsRenewedOnlyWhileTheCursorLeads(t *testing.T) {
 	t.Run("resign", func(t *testing.T) {
-		b := setupCursor(t, pgstore.Config{})
+		b := pgstoretest.SetupCursor(t, pgstore.Config{})
 		waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
-		a := leaseCursor(t, b, b.pool)
+		a := leaseCursor(t, b, b.Pool)
 		leadWithin(t, a, "A", 10*time.Second)
 		if n := keepers(); n != 1 {
 			t.Fatalf("%d goroutines renew the lead's lease, want 1", n)
 		}
-		if err := a.Resign(testCtx(t)); err != nil {
+		if err := a.Resign(pgstoretest.Context(t)); err != nil {
 			t.Fatal(err)
 		}
 		if n := keepers(); n != 0 {
 			t.Errorf("%d goroutines renew a lead's lease after Resign returned, want 0", n)
 		}
-		owner, _ := b.cursorLease(t)
+		owner, _ := b.CursorLeaseHolder(t)
 		if owner != "" {
 			t.Errorf("the cursor's lease is %q's after Resign, want nobody's", owner)
 		}
 	})
 	t.Run("taken over", func(t *testing.T) {
-		b := setupCursor(t, pgstore.Config{})
+		b := pgstoretest.SetupCursor(t, pgstore.Config{})
 		waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
-		a := leaseCursor(t, b, b.pool)
+		a := leaseCursor(t, b, b.Pool)
 		leadWithin(t, a, "A", 10*time.Second)
 		// Another relay's lease, as a standby takes it over once A's
 		// expired (A hung meanwhile, say).
-		b.exec(t, `UPDATE {{schema}}.outbox_cursor
+		b.Exec(t, `UPDATE {{schema}}.outbox_cursor
 			SET lease_owner = 'B', lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'`)
-		_, token := b.cursorLease(t)
-		waitKeepers(t, 0, 2*cursorLease, "after another relay took the lease over")
+		_, token := b.CursorLeaseHolder(t)
+		waitKeepers(t, 0, 2*pgstoretest.CursorLease, "after another relay took the lease over")
 		if leading, _ := a.Leading(); leading {
 			t.Error("A still believes it leads after its renewal found the lease taken over")
 		}
-		if owner, tok := b.cursorLease(t); owner != "B" || tok != token {
+		if owner, tok := b.CursorLeaseHolder(t); owner != "B" || tok != token {
 			t.Errorf("the cursor's lease is %q's (%s) after A's renewals, want B's (%s), untouched", owner, tok, token)
 		}
 	})
-}
-
-// cursorLease is the cursor row's lease holder and token ("" for none).
-func (b *bundle) cursorLease(t *testing.T) (owner, token string) {
-	t.Helper()
-	var o, tok *string
-	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT lease_owner, lease_token::text FROM {{schema}}.outbox_cursor")).Scan(&o, &tok); err != nil {
-		t.Fatal(err)
-	}
-	if o != nil {
-		owner = *o
-	}
-	if tok != nil {
-		token = *tok
-	}
-	return owner, token
 }
 
 // A leading Cursor that gets no claim for the idle limit (its relay stopped
 // without Resign, behind a wrapper that does not pass it on) gives the
 // lead up: its keeper stops, and the lease runs out for a standby.
 func TestCursor_AnIdleLeaderGivesTheLeadUp(t *testing.T) {
-	b := setupCursor(t, pgstore.Config{})
+	b := pgstoretest.SetupCursor(t, pgstore.Config{})
 	waitKeepers(t, 0, 10*time.Second, "before the test (the Cursors of earlier tests)")
-	a := leaseCursor(t, b, b.pool)
-	a.SetLeadIdleLimit(2 * cursorLease)
+	a := leaseCursor(t, b, b.Pool)
+	a.SetLeadIdleLimit(2 * pgstoretest.CursorLease)
 	leadWithin(t, a, "A", 10*time.Second)
-	waitKeepers(t, 0, 4*cursorLease+5*time.Second, "after the Cursor got no claim for its idle limit")
+	waitKeepers(t, 0, 4*pgstoretest.CursorLease+5*time.Second, "after the Cursor got no claim for its idle limit")
 	if leading, _ := a.Leading(); leading {
 		t.Fatal("A still leads after it got no claim for its idle limit")
 	}
-	s := leaseCursor(t, b, b.pool)
-	leadWithin(t, s, "B", 3*cursorLease+5*time.Second)
+	s := leaseCursor(t, b, b.Pool)
+	leadWithin(t, s, "B", 3*pgstoretest.CursorLease+5*time.Second)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -22,7 +23,7 @@ type attemptRow struct {
 
 func (b *bundle) attempts(t *testing.T) []attemptRow {
 	t.Helper()
-	rows, err := b.pool.Query(testCtx(t), b.sql(
+	rows, err := b.Pool.Query(pgstoretest.Context(t), b.SQL(
 		"SELECT seq, message_id, attempt, error, dead FROM {{schema}}.outbox_attempts ORDER BY seq, id"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +38,12 @@ func (b *bundle) attempts(t *testing.T) []attemptRow {
 func TestMarkFailed_RecordsEachCountedAttemptInHistory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ms := []outbox.Message{msg("Order", "1"), msg("Order", "2"), msg("Order", "3")}
-	s := b.enqueue(t, ms...)
+	ctx := pgstoretest.Context(t)
+	ms := []outbox.Message{pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"), pgstoretest.Msg("Order", "3")}
+	s := b.Enqueue(t, ms...)
 
 	c := b.claim(t, 10, time.Minute)
-	n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{
+	n, err := b.Store.MarkFailed(ctx, c.Token, []store.Failure{
 		{Seq: s[0], Error: "first", CountAttempt: true},
 		{Seq: s[1], Error: "broker unreachable", CountAttempt: false}, // not an attempt: not recorded
 		{Seq: s[2], Error: "too large", CountAttempt: true, Dead: true},
@@ -52,10 +53,10 @@ func TestMarkFailed_RecordsEachCountedAttemptInHistory(t *testing.T) {
 	}
 	// The second failure of s[0] is attempt 2.
 	c = b.claim(t, 10, time.Minute)
-	if !slices.Contains(seqsOf(c.Records), s[0]) {
-		t.Fatalf("second claim %v does not contain %d", seqsOf(c.Records), s[0])
+	if !slices.Contains(pgstoretest.Seqs(c.Records), s[0]) {
+		t.Fatalf("second claim %v does not contain %d", pgstoretest.Seqs(c.Records), s[0])
 	}
-	if n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: s[0], Error: "second", CountAttempt: true, Dead: true}}); err != nil || n != 1 {
+	if n, err := b.Store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: s[0], Error: "second", CountAttempt: true, Dead: true}}); err != nil || n != 1 {
 		t.Fatalf("second MarkFailed = %d, %v; want 1", n, err)
 	}
 
@@ -72,13 +73,13 @@ func TestMarkFailed_RecordsEachCountedAttemptInHistory(t *testing.T) {
 func TestMarkFailed_FencedFailureRecordsNoAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	s := b.enqueue(t, msg("Order", "1"))
+	ctx := pgstoretest.Context(t)
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	stale := b.claim(t, 10, time.Minute)
 	b.expireLeases(t)
 	b.claim(t, 10, time.Minute) // takes the lease over
 
-	n, err := b.store.MarkFailed(ctx, stale.Token, []store.Failure{{Seq: s[0], Error: "late", CountAttempt: true}})
+	n, err := b.Store.MarkFailed(ctx, stale.Token, []store.Failure{{Seq: s[0], Error: "late", CountAttempt: true}})
 	if err != nil || n != 0 {
 		t.Fatalf("MarkFailed with a stale token = %d, %v; want 0", n, err)
 	}
@@ -90,7 +91,7 @@ func TestMarkFailed_FencedFailureRecordsNoAttempt(t *testing.T) {
 func TestDiscarded_DoesNotBlockItsAggregate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "1"), msg("Order", "1"))
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'DISCARDED', discarded_at = now() WHERE seq = $1", s[0])
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "1"))
+	b.Exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'DISCARDED', discarded_at = now() WHERE seq = $1", s[0])
 	assertSeqs(t, "claim behind a discarded message", b.claim(t, 10, time.Minute).Records, s[1])
 }

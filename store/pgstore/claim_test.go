@@ -15,13 +15,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
 func (b *bundle) claim(t *testing.T, limit int, lease time.Duration) store.Claim {
 	t.Helper()
-	c, err := b.store.Claim(testCtx(t), store.ClaimParams{Owner: "relay-" + t.Name(), Limit: limit, Lease: lease})
+	c, err := b.Store.Claim(pgstoretest.Context(t), store.ClaimParams{Owner: "relay-" + t.Name(), Limit: limit, Lease: lease})
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -33,23 +34,23 @@ func (b *bundle) claim(t *testing.T, limit int, lease time.Duration) store.Claim
 // lease's end.
 func (b *bundle) expireLeases(t *testing.T) {
 	t.Helper()
-	b.exec(t, `UPDATE {{schema}}.outbox_messages
+	b.Exec(t, `UPDATE {{schema}}.outbox_messages
 		SET lease_expires_at = now() - interval '1 second', next_attempt_at = now() - interval '1 second'
 		WHERE lease_token IS NOT NULL AND status IN ('PENDING', 'FAILED', 'IN_FLIGHT')`)
 }
 
 func assertSeqs(t *testing.T, what string, got []outbox.Record, want ...int64) {
 	t.Helper()
-	if !slices.Equal(seqsOf(got), want) {
-		t.Errorf("%s claimed seqs %v, want %v", what, seqsOf(got), want)
+	if !slices.Equal(pgstoretest.Seqs(got), want) {
+		t.Errorf("%s claimed seqs %v, want %v", what, pgstoretest.Seqs(got), want)
 	}
 }
 
 func TestClaim_LeasesOnlyTheHeadOfEachAggregate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"), msg("Order", "a"),
-		msg("Invoice", "a"), msg("Order", "b"))
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "b"), pgstoretest.Msg("Order", "a"),
+		pgstoretest.Msg("Invoice", "a"), pgstoretest.Msg("Order", "b"))
 	// Order/a: s0 s1 s3; Order/b: s2 s5; Invoice/a: s4 (same id, other type).
 	before := b.dbNow(t)
 	c := b.claim(t, 10, time.Minute)
@@ -68,7 +69,7 @@ func TestClaim_LeasesOnlyTheHeadOfEachAggregate(t *testing.T) {
 	// The heads are IN_FLIGHT and still block their aggregates.
 	assertSeqs(t, "claim while heads are in flight", b.claim(t, 10, time.Minute).Records)
 
-	if n, err := b.store.MarkSent(testCtx(t), c.Token, []int64{s[0], s[2]}); err != nil || n != 2 {
+	if n, err := b.Store.MarkSent(pgstoretest.Context(t), c.Token, []int64{s[0], s[2]}); err != nil || n != 2 {
 		t.Fatalf("MarkSent = %d, %v; want 2", n, err)
 	}
 	assertSeqs(t, "claim after heads sent", b.claim(t, 10, time.Minute).Records, s[1], s[5])
@@ -79,9 +80,9 @@ func TestClaim_RespectsLimitInSeqOrder(t *testing.T) {
 	b := setup(t)
 	var msgs []outbox.Message
 	for i := range 5 {
-		msgs = append(msgs, msg("Order", fmt.Sprint(i)))
+		msgs = append(msgs, pgstoretest.Msg("Order", fmt.Sprint(i)))
 	}
-	s := b.enqueue(t, msgs...)
+	s := b.Enqueue(t, msgs...)
 	assertSeqs(t, "limit 2", b.claim(t, 2, time.Minute).Records, s[0], s[1])
 	assertSeqs(t, "limit 0", b.claim(t, 0, time.Minute).Records)
 	assertSeqs(t, "limit 10", b.claim(t, 10, time.Minute).Records, s[2], s[3], s[4])
@@ -90,10 +91,10 @@ func TestClaim_RespectsLimitInSeqOrder(t *testing.T) {
 func TestClaim_FailedNotYetDueBlocksItsAggregateOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "b"))
 	c := b.claim(t, 1, time.Minute)
 	assertSeqs(t, "first claim", c.Records, s[0])
-	n, err := b.store.MarkFailed(testCtx(t), c.Token, []store.Failure{{Seq: s[0], Error: "boom", Delay: time.Hour, CountAttempt: true}})
+	n, err := b.Store.MarkFailed(pgstoretest.Context(t), c.Token, []store.Failure{{Seq: s[0], Error: "boom", Delay: time.Hour, CountAttempt: true}})
 	if err != nil || n != 1 {
 		t.Fatalf("MarkFailed = %d, %v; want 1", n, err)
 	}
@@ -103,9 +104,9 @@ func TestClaim_FailedNotYetDueBlocksItsAggregateOnly(t *testing.T) {
 func TestClaim_FailedAndDueIsClaimedAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "a"), msg("Order", "a"))
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "a"))
 	c := b.claim(t, 10, time.Minute)
-	if _, err := b.store.MarkFailed(testCtx(t), c.Token, []store.Failure{{Seq: s[0], Error: "boom", CountAttempt: true}}); err != nil {
+	if _, err := b.Store.MarkFailed(pgstoretest.Context(t), c.Token, []store.Failure{{Seq: s[0], Error: "boom", CountAttempt: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claim(t, 10, time.Minute)
@@ -118,14 +119,14 @@ func TestClaim_FailedAndDueIsClaimedAgain(t *testing.T) {
 func TestClaim_DeadLetterBlocksItsAggregateOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "a"), msg("Order", "a"), msg("Order", "b"))
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "a"), pgstoretest.Msg("Order", "b"))
 	c := b.claim(t, 1, time.Minute)
-	if _, err := b.store.MarkFailed(testCtx(t), c.Token, []store.Failure{{Seq: s[0], Error: "poison", Dead: true}}); err != nil {
+	if _, err := b.Store.MarkFailed(pgstoretest.Context(t), c.Token, []store.Failure{{Seq: s[0], Error: "poison", Dead: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c = b.claim(t, 10, time.Minute)
 	assertSeqs(t, "claim with a+0 dead", c.Records, s[2])
-	if _, err := b.store.MarkSent(testCtx(t), c.Token, []int64{s[2]}); err != nil {
+	if _, err := b.Store.MarkSent(pgstoretest.Context(t), c.Token, []int64{s[2]}); err != nil {
 		t.Fatal(err)
 	}
 	assertSeqs(t, "claim with only the dead letter's aggregate left", b.claim(t, 10, time.Minute).Records)
@@ -134,7 +135,7 @@ func TestClaim_DeadLetterBlocksItsAggregateOnly(t *testing.T) {
 func TestClaim_ExpiredLeaseIsReclaimedWithNewToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "a"))
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "a"))
 	first := b.claim(t, 10, time.Hour)
 	assertSeqs(t, "first claim", first.Records, s[0])
 	assertSeqs(t, "claim under an unexpired lease", b.claim(t, 10, time.Hour).Records)
@@ -150,41 +151,41 @@ func TestClaim_ExpiredLeaseIsReclaimedWithNewToken(t *testing.T) {
 func TestFencing_OldTokenChangesNothingAfterTakeover(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	m := msg("Order", "a")
-	s := b.enqueue(t, m)
+	ctx := pgstoretest.Context(t)
+	m := pgstoretest.Msg("Order", "a")
+	s := b.Enqueue(t, m)
 	a := b.claim(t, 10, time.Minute)
 	b.expireLeases(t)
-	taker, err := b.store.Claim(ctx, store.ClaimParams{Owner: "relay-B", Limit: 10, Lease: time.Hour})
+	taker, err := b.Store.Claim(ctx, store.ClaimParams{Owner: "relay-B", Limit: 10, Lease: time.Hour})
 	if err != nil || len(taker.Records) != 1 {
 		t.Fatalf("takeover claim = %v, %v", taker, err)
 	}
-	want := b.get(t, m.ID)
+	want := b.Get(t, m.ID)
 
-	if n, err := b.store.MarkSent(ctx, a.Token, s); err != nil || n != 0 {
+	if n, err := b.Store.MarkSent(ctx, a.Token, s); err != nil || n != 0 {
 		t.Errorf("MarkSent with old token = %d, %v; want 0", n, err)
 	}
-	if n, err := b.store.MarkFailed(ctx, a.Token, []store.Failure{{Seq: s[0], Error: "x", CountAttempt: true, Dead: true}}); err != nil || n != 0 {
+	if n, err := b.Store.MarkFailed(ctx, a.Token, []store.Failure{{Seq: s[0], Error: "x", CountAttempt: true, Dead: true}}); err != nil || n != 0 {
 		t.Errorf("MarkFailed with old token = %d, %v; want 0", n, err)
 	}
-	if n, err := b.store.Release(ctx, a.Token, s); err != nil || n != 0 {
+	if n, err := b.Store.Release(ctx, a.Token, s); err != nil || n != 0 {
 		t.Errorf("Release with old token = %d, %v; want 0", n, err)
 	}
-	got := b.get(t, m.ID)
+	got := b.Get(t, m.ID)
 	if got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay-B" || !got.LeaseExpiresAt.Equal(want.LeaseExpiresAt) ||
 		got.Attempts != 0 || got.LastError != "" {
 		t.Errorf("after old-token calls: %+v, want B's lease intact", got)
 	}
 
-	if n, err := b.store.MarkSent(ctx, taker.Token, s); err != nil || n != 1 {
+	if n, err := b.Store.MarkSent(ctx, taker.Token, s); err != nil || n != 1 {
 		t.Errorf("MarkSent with B's token = %d, %v; want 1", n, err)
 	}
-	got = b.get(t, m.ID)
+	got = b.Get(t, m.ID)
 	if got.Status != outbox.StatusSent || got.PublishedAt.IsZero() || got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() {
 		t.Errorf("after MarkSent: %+v, want SENT with published_at and no lease", got)
 	}
 	// A second MarkSent with the same token finds nothing IN_FLIGHT.
-	if n, err := b.store.MarkSent(ctx, taker.Token, s); err != nil || n != 0 {
+	if n, err := b.Store.MarkSent(ctx, taker.Token, s); err != nil || n != 0 {
 		t.Errorf("repeated MarkSent = %d, %v; want 0", n, err)
 	}
 }
@@ -192,13 +193,13 @@ func TestFencing_OldTokenChangesNothingAfterTakeover(t *testing.T) {
 func TestMarkFailed_CountsAttemptsAndSchedulesRetry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ms := []outbox.Message{msg("Order", "1"), msg("Order", "2"), msg("Order", "3")}
-	s := b.enqueue(t, ms...)
+	ctx := pgstoretest.Context(t)
+	ms := []outbox.Message{pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"), pgstoretest.Msg("Order", "3")}
+	s := b.Enqueue(t, ms...)
 	c := b.claim(t, 10, time.Minute)
 	long := strings.Repeat("é", 3000) // 6,000 bytes
 	before := b.dbNow(t)
-	n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{
+	n, err := b.Store.MarkFailed(ctx, c.Token, []store.Failure{
 		{Seq: s[0], Error: "broker said no", Delay: time.Hour, CountAttempt: true},
 		{Seq: s[1], Error: "broker unreachable\x00", Delay: 30 * time.Minute, CountAttempt: false},
 		{Seq: s[2], Error: long, Delay: -time.Second, CountAttempt: true, Dead: true},
@@ -206,7 +207,7 @@ func TestMarkFailed_CountsAttemptsAndSchedulesRetry(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("MarkFailed = %d, %v; want 3", n, err)
 	}
-	r0, r1, r2 := b.get(t, ms[0].ID), b.get(t, ms[1].ID), b.get(t, ms[2].ID)
+	r0, r1, r2 := b.Get(t, ms[0].ID), b.Get(t, ms[1].ID), b.Get(t, ms[2].ID)
 	if r0.Status != outbox.StatusFailed || r0.Attempts != 1 || r0.LastError != "broker said no" ||
 		r0.NextAttemptAt.Before(before.Add(59*time.Minute)) || r0.LeaseOwner != "" || !r0.LeaseExpiresAt.IsZero() {
 		t.Errorf("counted failure: %+v", r0)
@@ -224,24 +225,24 @@ func TestMarkFailed_CountsAttemptsAndSchedulesRetry(t *testing.T) {
 func TestRelease_MakesMessagesDueWithoutCountingAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ms := []outbox.Message{msg("Order", "1"), msg("Order", "2")}
-	s := b.enqueue(t, ms...)
+	ctx := pgstoretest.Context(t)
+	ms := []outbox.Message{pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2")}
+	s := b.Enqueue(t, ms...)
 	c := b.claim(t, 10, time.Hour)
 	// s[1] fails once (due at once) and is claimed again.
-	if _, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: s[1], Error: "e", CountAttempt: true}}); err != nil {
+	if _, err := b.Store.MarkFailed(ctx, c.Token, []store.Failure{{Seq: s[1], Error: "e", CountAttempt: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c2 := b.claim(t, 10, time.Hour)
 	assertSeqs(t, "reclaim", c2.Records, s[1])
 
-	if n, err := b.store.Release(ctx, c.Token, s[:1]); err != nil || n != 1 {
+	if n, err := b.Store.Release(ctx, c.Token, s[:1]); err != nil || n != 1 {
 		t.Fatalf("Release = %d, %v; want 1", n, err)
 	}
-	if n, err := b.store.Release(ctx, c2.Token, s[1:]); err != nil || n != 1 {
+	if n, err := b.Store.Release(ctx, c2.Token, s[1:]); err != nil || n != 1 {
 		t.Fatalf("Release = %d, %v; want 1", n, err)
 	}
-	r0, r1 := b.get(t, ms[0].ID), b.get(t, ms[1].ID)
+	r0, r1 := b.Get(t, ms[0].ID), b.Get(t, ms[1].ID)
 	if r0.Status != outbox.StatusPending || r0.Attempts != 0 || r0.LeaseOwner != "" {
 		t.Errorf("released fresh message: %+v, want PENDING", r0)
 	}
@@ -257,11 +258,11 @@ func TestClaim_ConcurrentClaimsNeverShareAMessage(t *testing.T) {
 	const total, aggregates, workers = 2000, 50, 4
 	msgs := make([]outbox.Message, total)
 	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%aggregates))
+		msgs[i] = pgstoretest.Msg("Order", fmt.Sprint(i%aggregates))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
+	if err := b.Store.Enqueue(ctx, b.Pool, msgs...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -276,7 +277,7 @@ func TestClaim_ConcurrentClaimsNeverShareAMessage(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for done.Load() < total && ctx.Err() == nil && !t.Failed() {
-				c, err := b.store.Claim(ctx, store.ClaimParams{Owner: fmt.Sprint("w", w), Limit: 37, Lease: time.Minute})
+				c, err := b.Store.Claim(ctx, store.ClaimParams{Owner: fmt.Sprint("w", w), Limit: 37, Lease: time.Minute})
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -296,7 +297,7 @@ func TestClaim_ConcurrentClaimsNeverShareAMessage(t *testing.T) {
 					order[r.AggregateID] = append(order[r.AggregateID], r.Seq)
 				}
 				mu.Unlock()
-				n, err := b.store.MarkSent(ctx, c.Token, seqsOf(c.Records))
+				n, err := b.Store.MarkSent(ctx, c.Token, pgstoretest.Seqs(c.Records))
 				if err != nil || n != int64(len(c.Records)) {
 					t.Errorf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
 					return
@@ -333,13 +334,13 @@ func TestClaim_ConcurrentClaimsNeverShareAMessage(t *testing.T) {
 func TestCountsAndGet(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	s := b.enqueue(t, msg("Order", "1"), msg("Order", "2"), msg("Order", "3"), msg("Order", "3"))
+	ctx := pgstoretest.Context(t)
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"), pgstoretest.Msg("Order", "3"), pgstoretest.Msg("Order", "3"))
 	c := b.claim(t, 2, time.Minute)
-	if _, err := b.store.MarkSent(ctx, c.Token, s[:1]); err != nil {
+	if _, err := b.Store.MarkSent(ctx, c.Token, s[:1]); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.store.Counts(ctx)
+	got, err := b.Store.Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestCountsAndGet(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("Counts = %v, want %v", got, want)
 	}
-	if _, err := b.store.Get(ctx, uuid.New()); !errors.Is(err, pgstore.ErrNotFound) {
+	if _, err := b.Store.Get(ctx, uuid.New()); !errors.Is(err, pgstore.ErrNotFound) {
 		t.Errorf("Get(unknown) error = %v, want ErrNotFound", err)
 	}
 }
@@ -358,8 +359,8 @@ func TestCountsAndGet(t *testing.T) {
 func TestClaim_RejectsLeaseBelowOneMillisecond(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "1"))
-	_, err := b.store.Claim(testCtx(t), store.ClaimParams{Owner: "r", Limit: 1, Lease: 0})
-	checkLeaseRejected(t, err)
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "1"))
+	_, err := b.Store.Claim(pgstoretest.Context(t), store.ClaimParams{Owner: "r", Limit: 1, Lease: 0})
+	pgstoretest.CheckLeaseRejected(t, err)
 	assertSeqs(t, "claim after a rejected one", b.claim(t, 10, time.Minute).Records, s[0])
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -23,34 +24,34 @@ import (
 func TestStore_RefusesToClaimInCursorMode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
-	seqs := b.enqueue(t, msg("Order", "1"), msg("Order", "2"))
-	before, err := b.store.Claim(ctx, p)
-	if err != nil || !slices.Equal(seqsOf(before.Records), seqs) {
-		t.Fatalf("claim before the switch = %v, %v; want %v", seqsOf(before.Records), err, seqs)
+	seqs := b.Enqueue(t, pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"))
+	before, err := b.Store.Claim(ctx, p)
+	if err != nil || !slices.Equal(pgstoretest.Seqs(before.Records), seqs) {
+		t.Fatalf("claim before the switch = %v, %v; want %v", pgstoretest.Seqs(before.Records), err, seqs)
 	}
-	if err := b.store.EnableCursor(ctx); err != nil {
+	if err := b.Store.EnableCursor(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.enqueue(t, msg("Order", "3"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "3"))
 
-	fresh, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	fresh, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := fresh.Claim(ctx, p)
 	if !errors.Is(err, pgstore.ErrNotClaimMode) || len(c.Records) != 0 {
-		t.Fatalf("Store.Claim in cursor mode = %v, %v; want ErrNotClaimMode and nothing claimed", seqsOf(c.Records), err)
+		t.Fatalf("Store.Claim in cursor mode = %v, %v; want ErrNotClaimMode and nothing claimed", pgstoretest.Seqs(c.Records), err)
 	}
-	for _, says := range []string{b.schema, "is in cursor mode", "the cursor strategy", "relay/modes", "relay/cursor", "'outbox mode set claim'"} {
+	for _, says := range []string{b.Schema, "is in cursor mode", "the cursor strategy", "relay/modes", "relay/cursor", "'outbox mode set claim'"} {
 		if !strings.Contains(err.Error(), says) {
 			t.Errorf("Store.Claim's refusal %q does not say %q", err, says)
 		}
 	}
 	n, c, err := fresh.MarkSentAndClaim(ctx, before.Token, seqs[:1], p)
 	if !errors.Is(err, pgstore.ErrNotClaimMode) || n != 0 || len(c.Records) != 0 {
-		t.Fatalf("Store.MarkSentAndClaim in cursor mode = %d, %v, %v; want ErrNotClaimMode, nothing marked or claimed", n, seqsOf(c.Records), err)
+		t.Fatalf("Store.MarkSentAndClaim in cursor mode = %d, %v, %v; want ErrNotClaimMode, nothing marked or claimed", n, pgstoretest.Seqs(c.Records), err)
 	}
 	if r := b.getSeq(t, seqs[0]); r != outbox.StatusInFlight {
 		t.Fatalf("message %d after the refused MarkSentAndClaim is %s, want IN_FLIGHT", seqs[0], r)
@@ -60,7 +61,7 @@ func TestStore_RefusesToClaimInCursorMode(t *testing.T) {
 	if n, err := fresh.MarkSent(ctx, before.Token, seqs[:1]); err != nil || n != 1 {
 		t.Errorf("MarkSent of a claim made before the switch = %d, %v; want 1", n, err)
 	}
-	if n, err := b.store.MarkFailed(ctx, before.Token, []store.Failure{{Seq: seqs[1], Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
+	if n, err := b.Store.MarkFailed(ctx, before.Token, []store.Failure{{Seq: seqs[1], Error: "retry", CountAttempt: true}}); err != nil || n != 1 {
 		t.Errorf("MarkFailed of a claim made before the switch = %d, %v; want 1", n, err)
 	}
 	if r := b.getSeq(t, seqs[0]); r != outbox.StatusSent {
@@ -78,15 +79,15 @@ func TestStore_RefusesToClaimInCursorMode(t *testing.T) {
 func TestCursor_RefusesToClaimInClaimMode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
-	seqs := b.enqueue(t, msg("Order", "1"))
-	cur := cursor.New(b.store).Queue()
+	seqs := b.Enqueue(t, pgstoretest.Msg("Order", "1"))
+	cur := cursor.New(b.Store).Queue()
 	c, err := cur.Claim(ctx, p)
 	if !errors.Is(err, pgstore.ErrNotCursorMode) || len(c.Records) != 0 {
-		t.Fatalf("the cursor strategy's Claim in claim mode = %v, %v; want ErrNotCursorMode and nothing claimed", seqsOf(c.Records), err)
+		t.Fatalf("the cursor strategy's Claim in claim mode = %v, %v; want ErrNotCursorMode and nothing claimed", pgstoretest.Seqs(c.Records), err)
 	}
-	for _, says := range []string{b.schema, "not in cursor mode", "Store.Claim", "relay/modes", "relay/claim", "'outbox mode set cursor'"} {
+	for _, says := range []string{b.Schema, "not in cursor mode", "Store.Claim", "relay/modes", "relay/claim", "'outbox mode set cursor'"} {
 		if !strings.Contains(err.Error(), says) {
 			t.Errorf("the cursor strategy's refusal %q does not say %q", err, says)
 		}
@@ -101,14 +102,14 @@ func TestCursor_RefusesToClaimInClaimMode(t *testing.T) {
 		t.Errorf("message %d after the refused claims is %s, want PENDING", seqs[0], r)
 	}
 
-	if err := b.store.EnableCursor(ctx); err != nil {
+	if err := b.Store.EnableCursor(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		c, err := cur.Claim(ctx, p)
 		if err == nil {
-			if !slices.Equal(seqsOf(c.Records), seqs) {
-				t.Errorf("the Cursor's first claim in cursor mode = %v, want the table path's %v", seqsOf(c.Records), seqs)
+			if !slices.Equal(pgstoretest.Seqs(c.Records), seqs) {
+				t.Errorf("the Cursor's first claim in cursor mode = %v, want the table path's %v", pgstoretest.Seqs(c.Records), seqs)
 			}
 			break
 		}

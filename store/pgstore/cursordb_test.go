@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -15,8 +16,8 @@ import (
 func TestCursorDB_RefusesAMoveWithoutTheSaveThatFencesIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	db := b.store.CursorDB()
-	ctx := testCtx(t)
+	db := b.Store.CursorDB()
+	ctx := pgstoretest.Context(t)
 	_, err := db.Trip(ctx, &pgstore.CursorTrip{LeaderToken: uuid.New(), Table: []int64{1}})
 	if !errors.Is(err, pgstore.ErrInvalidConfig) {
 		t.Errorf("Trip with Table and no Save = %v; want ErrInvalidConfig", err)

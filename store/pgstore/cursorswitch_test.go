@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
+	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -32,30 +32,30 @@ type claimResult struct {
 // a second time.
 func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
-	ctx := testCtx(t)
-	seqs := b.enqueue(t, msg("Order", "1"), msg("Order", "2"), msg("Order", "3"))
+	ctx := pgstoretest.Context(t)
+	seqs := b.Enqueue(t, pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"), pgstoretest.Msg("Order", "3"))
 
 	// The switch waits for the mode's row after its first check.
-	hold, err := b.pool.Begin(ctx)
+	hold, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, b.sql("SELECT mode FROM {{schema}}.outbox_relay_mode FOR UPDATE")); err != nil {
+	if _, err := hold.Exec(ctx, b.SQL("SELECT mode FROM {{schema}}.outbox_relay_mode FOR UPDATE")); err != nil {
 		t.Fatal(err)
 	}
 	switched := make(chan error, 1)
 	go func() {
-		_, err := b.store.DisableCursor(ctx)
+		_, err := b.Store.DisableCursor(ctx)
 		switched <- err
 	}()
-	awaitBackend(t, b.pool, 10*time.Second, "the switch does not wait for the mode's row",
-		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.schema+"%outbox_relay_mode%FOR UPDATE%")
+	pgtest.AwaitBackend(t, b.Pool, 10*time.Second, "the switch does not wait for the mode's row",
+		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.Schema+"%outbox_relay_mode%FOR UPDATE%")
 
-	standby := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
-	led := cursorClaim(t, standby, "B")
-	if leading, _ := standby.Leading(); !leading || !slices.Equal(seqsOf(led.Records), seqs) {
-		t.Fatalf("setup: the standby leads: %v, and holds %v; want it to lead and hold %v", leading, seqsOf(led.Records), seqs)
+	standby := b.NewCursor(t, pgstore.Config{LeaderLease: pgstoretest.CursorLease})
+	led := pgstoretest.Claim(t, standby, "B")
+	if leading, _ := standby.Leading(); !leading || !slices.Equal(pgstoretest.Seqs(led.Records), seqs) {
+		t.Fatalf("setup: the standby leads: %v, and holds %v; want it to lead and hold %v", leading, pgstoretest.Seqs(led.Records), seqs)
 	}
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -70,10 +70,10 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	}
 
 	// The table path of a standby finds none of the messages B holds.
-	other := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
+	other := b.NewCursor(t, pgstore.Config{LeaderLease: pgstoretest.CursorLease})
 	for range 5 {
-		c := cursorClaim(t, other, "C")
-		for _, s := range seqsOf(c.Records) {
+		c := pgstoretest.Claim(t, other, "C")
+		for _, s := range pgstoretest.Seqs(c.Records) {
 			if slices.Contains(seqs, s) {
 				t.Fatalf("message %d, held by the leader B, was claimed again by C", s)
 			}
@@ -82,14 +82,14 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 	}
 	for _, s := range seqs {
 		var status string
-		if err := b.pool.QueryRow(ctx, b.sql("SELECT status FROM {{schema}}.outbox_messages WHERE seq = $1"), s).Scan(&status); err != nil {
+		if err := b.Pool.QueryRow(ctx, b.SQL("SELECT status FROM {{schema}}.outbox_messages WHERE seq = $1"), s).Scan(&status); err != nil {
 			t.Fatal(err)
 		}
 		if status != "QUEUED" {
 			t.Errorf("message %d is %s after the refused switch, want QUEUED (the leader's)", s, status)
 		}
 	}
-	markSent(t, standby, led)
+	pgstoretest.MarkSent(t, standby, led)
 }
 
 // A standby tries to lead while the switch, past its checks, has turned
@@ -100,21 +100,21 @@ func TestCursor_DisableRefusesALeadTakenAfterItsFirstCheck(t *testing.T) {
 // the standby's table path and then by a Store.
 func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	b := setupCursor(t, pgstore.Config{})
-	ctx := testCtx(t)
-	seqs := b.enqueue(t, msg("Order", "1"), msg("Order", "2"), msg("Order", "3"))
+	ctx := pgstoretest.Context(t)
+	seqs := b.Enqueue(t, pgstoretest.Msg("Order", "1"), pgstoretest.Msg("Order", "2"), pgstoretest.Msg("Order", "3"))
 
 	// The switch pauses right after it turned the cursor off, holding its
 	// row, until the test lets it go on.
-	b.exec(t, `CREATE FUNCTION {{schema}}.pause_switch() RETURNS trigger LANGUAGE plpgsql AS $$
+	b.Exec(t, `CREATE FUNCTION {{schema}}.pause_switch() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN PERFORM pg_advisory_xact_lock(hashtext(TG_TABLE_SCHEMA), 77); RETURN NULL; END $$`)
-	b.exec(t, `CREATE TRIGGER pause_switch AFTER UPDATE OF active ON {{schema}}.outbox_cursor
+	b.Exec(t, `CREATE TRIGGER pause_switch AFTER UPDATE OF active ON {{schema}}.outbox_cursor
 		FOR EACH ROW WHEN (OLD.active AND NOT NEW.active) EXECUTE FUNCTION {{schema}}.pause_switch()`)
-	hold, err := b.pool.Begin(ctx)
+	hold, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1), 77)", b.schema); err != nil {
+	if _, err := hold.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1), 77)", b.Schema); err != nil {
 		t.Fatal(err)
 	}
 	type switchResult struct {
@@ -123,20 +123,20 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	}
 	switched := make(chan switchResult, 1)
 	go func() {
-		moved, err := b.store.DisableCursor(ctx)
+		moved, err := b.Store.DisableCursor(ctx)
 		switched <- switchResult{moved, err}
 	}()
-	awaitBackend(t, b.pool, 10*time.Second, "the switch does not pause after turning the cursor off",
-		"wait_event = 'advisory' AND query LIKE $1", "%"+b.schema+"%outbox_cursor%")
+	pgtest.AwaitBackend(t, b.Pool, 10*time.Second, "the switch does not pause after turning the cursor off",
+		"wait_event = 'advisory' AND query LIKE $1", "%"+b.Schema+"%outbox_cursor%")
 
-	standby := b.newCursor(t, pgstore.Config{LeaderLease: cursorLease})
+	standby := b.NewCursor(t, pgstore.Config{LeaderLease: pgstoretest.CursorLease})
 	claimed := make(chan claimResult, 1)
 	go func() {
-		c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: cursorLease})
+		c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: pgstoretest.CursorLease})
 		claimed <- claimResult{c, err}
 	}()
-	awaitBackend(t, b.pool, 10*time.Second, "the standby's attempt to lead does not wait for the switch",
-		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.schema+"%lease_owner = $1%")
+	pgtest.AwaitBackend(t, b.Pool, 10*time.Second, "the standby's attempt to lead does not wait for the switch",
+		"wait_event_type = 'Lock' AND query LIKE $1", "%"+b.Schema+"%lease_owner = $1%")
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -151,24 +151,24 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 	if leading, _ := standby.Leading(); leading {
 		t.Fatal("the standby leads a cursor that was turned off while it tried")
 	}
-	if owner, _ := b.cursorLease(t); owner != "" {
+	if owner, _ := b.CursorLeaseHolder(t); owner != "" {
 		t.Fatalf("the cursor's lease is %q's after the switch, want nobody's", owner)
 	}
 
-	if c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: cursorLease}); !errors.Is(err, pgstore.ErrNotCursorMode) {
-		t.Fatalf("the standby's claim after the switch = %v, %v; want ErrNotCursorMode", seqsOf(c.Records), err)
+	if c, err := standby.Claim(ctx, store.ClaimParams{Owner: "B", Limit: 100, Lease: pgstoretest.CursorLease}); !errors.Is(err, pgstore.ErrNotCursorMode) {
+		t.Fatalf("the standby's claim after the switch = %v, %v; want ErrNotCursorMode", pgstoretest.Seqs(c.Records), err)
 	}
 
 	// Every message is claimed, once.
-	got := seqsOf(first.c.Records)
-	markSent(t, standby, first.c)
+	got := pgstoretest.Seqs(first.c.Records)
+	pgstoretest.MarkSent(t, standby, first.c)
 	for deadline := time.Now().Add(10 * time.Second); len(got) < len(seqs); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("claimed %v after the switch, want %v", got, seqs)
 		}
-		c := cursorClaim(t, b.store, "B")
-		got = append(got, seqsOf(c.Records)...)
-		markSent(t, b.store, c)
+		c := pgstoretest.Claim(t, b.Store, "B")
+		got = append(got, pgstoretest.Seqs(c.Records)...)
+		pgstoretest.MarkSent(t, b.Store, c)
 	}
 	if slices.Sort(got); !slices.Equal(got, seqs) {
 		t.Errorf("claimed %v after the switch, want each of %v once", got, seqs)
@@ -184,53 +184,8 @@ func TestCursor_AStandbyThatTriesToLeadDuringDisableDoesNotLead(t *testing.T) {
 func (b *bundle) getSeq(t *testing.T, seq int64) outbox.Status {
 	t.Helper()
 	var id [16]byte
-	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1"), seq).Scan(&id); err != nil {
+	if err := b.Pool.QueryRow(pgstoretest.Context(t), b.SQL("SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1"), seq).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	return b.get(t, id).Status
-}
-
-// cursorLease is the leader's lease of setupCursor's stores.
-const cursorLease = time.Second
-
-// cursorLease is the cursor row's lease holder and token ("" for none).
-func (b *bundle) cursorLease(t *testing.T) (owner, token string) {
-	t.Helper()
-	var o, tok *string
-	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT lease_owner, lease_token::text FROM {{schema}}.outbox_cursor")).Scan(&o, &tok); err != nil {
-		t.Fatal(err)
-	}
-	if o != nil {
-		owner = *o
-	}
-	if tok != nil {
-		token = *tok
-	}
-	return owner, token
-}
-
-func cursorClaim(t *testing.T, s store.Queue, owner string) store.Claim {
-	t.Helper()
-	c, err := s.Claim(testCtx(t), store.ClaimParams{Owner: owner, Limit: 100, Lease: cursorLease})
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	return c
-}
-
-func markSent(t *testing.T, s store.Queue, c store.Claim) {
-	t.Helper()
-	if n, err := s.MarkSent(testCtx(t), c.Token, seqsOf(c.Records)); err != nil || n != int64(len(c.Records)) {
-		t.Fatalf("MarkSent = %d, %v; want %d", n, err, len(c.Records))
-	}
-}
-
-// idOf returns the event id of the message with seq.
-func (b *bundle) idOf(t *testing.T, seq int64) uuid.UUID {
-	t.Helper()
-	var id uuid.UUID
-	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT id FROM {{schema}}.outbox_messages WHERE seq = $1"), seq).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return b.Get(t, id).Status
 }

@@ -16,6 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -55,34 +56,34 @@ func assertRoundTrip(t *testing.T, got outbox.Record, m outbox.Message) {
 func TestEnqueue_CommittedIsVisibleWithAllFields(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	m := fullMessage()
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.store.Enqueue(ctx, tx, m) })
+	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(ctx, tx, m) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertRoundTrip(t, b.get(t, m.ID), m)
+	assertRoundTrip(t, b.Get(t, m.ID), m)
 }
 
 func TestEnqueue_RolledBackIsGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	m := fullMessage()
-	tx, err := b.pool.Begin(ctx)
+	tx, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Enqueue(ctx, tx, m); err != nil {
+	if err := b.Store.Enqueue(ctx, tx, m); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.Get(ctx, m.ID); !errors.Is(err, pgstore.ErrNotFound) {
+	if _, err := b.Store.Get(ctx, m.ID); !errors.Is(err, pgstore.ErrNotFound) {
 		t.Errorf("Get after rollback: error = %v, want ErrNotFound", err)
 	}
-	if n := b.count(t); n != 0 {
+	if n := b.Count(t); n != 0 {
 		t.Errorf("%d rows after rollback, want 0", n)
 	}
 }
@@ -90,9 +91,9 @@ func TestEnqueue_RolledBackIsGone(t *testing.T) {
 func TestEnqueue_FillsDefaults(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	m := msg("Order", "1")
-	b.enqueue(t, m)
-	got := b.get(t, m.ID)
+	m := pgstoretest.Msg("Order", "1")
+	b.Enqueue(t, m)
+	got := b.Get(t, m.ID)
 	if got.EventVersion != 1 || got.ContentType != outbox.ContentTypeJSON || got.Headers != nil || got.Topic != "" {
 		t.Errorf("defaults: version %d, content type %q, headers %v, topic %q", got.EventVersion, got.ContentType, got.Headers, got.Topic)
 	}
@@ -111,21 +112,21 @@ func openSQL(t *testing.T) *sql.DB {
 func TestEnqueueSQL_CommittedIsVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	db := openSQL(t) // search_path is the default: queries are schema-qualified
-	m, m2 := fullMessage(), msg("Order", "2")
+	m, m2 := fullMessage(), pgstoretest.Msg("Order", "2")
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.EnqueueSQL(ctx, tx, m, m2); err != nil {
+	if err := b.Store.EnqueueSQL(ctx, tx, m, m2); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	assertRoundTrip(t, b.get(t, m.ID), m)
-	if got := b.get(t, m2.ID); got.Seq <= b.get(t, m.ID).Seq {
+	assertRoundTrip(t, b.Get(t, m.ID), m)
+	if got := b.Get(t, m2.ID); got.Seq <= b.Get(t, m.ID).Seq {
 		t.Errorf("second message seq %d not after first", got.Seq)
 	}
 }
@@ -133,19 +134,19 @@ func TestEnqueueSQL_CommittedIsVisible(t *testing.T) {
 func TestEnqueueSQL_RolledBackIsGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	db := openSQL(t)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.EnqueueSQL(ctx, tx, fullMessage()); err != nil {
+	if err := b.Store.EnqueueSQL(ctx, tx, fullMessage()); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.count(t); n != 0 {
+	if n := b.Count(t); n != 0 {
 		t.Errorf("%d rows after rollback, want 0", n)
 	}
 }
@@ -164,12 +165,12 @@ func (c *countingExecer) Exec(ctx context.Context, sql string, args ...any) (pgc
 func TestEnqueue_InvalidMessageWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	bad := msg("Order", "")
-	msgs := []outbox.Message{msg("Order", "1"), bad, msg("Order", "3")}
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	ctx := pgstoretest.Context(t)
+	bad := pgstoretest.Msg("Order", "")
+	msgs := []outbox.Message{pgstoretest.Msg("Order", "1"), bad, pgstoretest.Msg("Order", "3")}
+	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error {
 		ce := &countingExecer{next: tx}
-		err := b.store.Enqueue(ctx, ce, msgs...)
+		err := b.Store.Enqueue(ctx, ce, msgs...)
 		if ce.calls != 0 {
 			t.Errorf("Enqueue ran %d statements for an invalid batch, want 0", ce.calls)
 		}
@@ -185,7 +186,7 @@ func TestEnqueue_InvalidMessageWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := b.count(t); n != 0 {
+	if n := b.Count(t); n != 0 {
 		t.Errorf("%d rows after an invalid batch was committed, want 0", n)
 	}
 }
@@ -193,17 +194,17 @@ func TestEnqueue_InvalidMessageWritesNothing(t *testing.T) {
 func TestEnqueue_RejectsWhatColumnsCannotHold(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	withNUL := msg("Order", "1")
+	ctx := pgstoretest.Context(t)
+	withNUL := pgstoretest.Msg("Order", "1")
 	withNUL.Headers = map[string]string{"h": "a\x00b"}
-	bigVersion := msg("Order", "1")
+	bigVersion := pgstoretest.Msg("Order", "1")
 	bigVersion.EventVersion = 1 << 40
 	for _, tc := range []struct {
 		m     outbox.Message
 		field string
 	}{{withNUL, `headers["h"]`}, {bigVersion, "eventVersion"}} {
-		ce := &countingExecer{next: b.pool}
-		err := b.store.Enqueue(ctx, ce, tc.m)
+		ce := &countingExecer{next: b.Pool}
+		err := b.Store.Enqueue(ctx, ce, tc.m)
 		var ve *outbox.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tc.field || ce.calls != 0 {
 			t.Errorf("error = %v after %d statements, want ValidationError on %s before any", err, ce.calls, tc.field)
@@ -214,8 +215,8 @@ func TestEnqueue_RejectsWhatColumnsCannotHold(t *testing.T) {
 func TestEnqueue_NoMessagesRunsNoStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ce := &countingExecer{next: b.pool}
-	if err := b.store.Enqueue(testCtx(t), ce); err != nil || ce.calls != 0 {
+	ce := &countingExecer{next: b.Pool}
+	if err := b.Store.Enqueue(pgstoretest.Context(t), ce); err != nil || ce.calls != 0 {
 		t.Errorf("Enqueue() = %v after %d statements, want nil after 0", err, ce.calls)
 	}
 }
@@ -233,7 +234,7 @@ func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 func TestEnqueue_ThousandMessagesIsOneStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -245,14 +246,14 @@ func TestEnqueue_ThousandMessagesIsOneStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	s, err := pgstore.New(pool, pgstore.Config{Schema: b.schema})
+	s, err := pgstore.New(pool, pgstore.Config{Schema: b.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	msgs := make([]outbox.Message, 1000)
 	for i := range msgs {
-		msgs[i] = msg("Order", strings.Repeat("x", i%7+1))
+		msgs[i] = pgstoretest.Msg("Order", strings.Repeat("x", i%7+1))
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -269,7 +270,7 @@ func TestEnqueue_ThousandMessagesIsOneStatement(t *testing.T) {
 	if statements != 1 {
 		t.Errorf("Enqueue of 1,000 messages ran %d statements, want 1", statements)
 	}
-	if n := b.count(t); n != 1000 {
+	if n := b.Count(t); n != 1000 {
 		t.Errorf("%d rows, want 1000", n)
 	}
 }

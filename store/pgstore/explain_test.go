@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 )
 
 // sentHistory enqueues n messages over aggs Order aggregates and marks
@@ -19,13 +20,13 @@ func (b *bundle) sentHistory(t *testing.T, n, aggs int, where string) {
 	t.Helper()
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%aggs))
+		msgs[i] = pgstoretest.Msg("Order", fmt.Sprint(i%aggs))
 	}
-	if err := b.store.Enqueue(testCtx(t), b.pool, msgs...); err != nil {
+	if err := b.Store.Enqueue(pgstoretest.Context(t), b.Pool, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	if where != "" {
-		b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE "+where)
+		b.Exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'SENT', published_at = now() WHERE "+where)
 	}
 }
 
@@ -37,12 +38,12 @@ func TestClaim_PlanUsesPartialDueIndex(t *testing.T) {
 	b.sentHistory(t, 20000, 500, "true")
 	pending := make([]outbox.Message, 10)
 	for i := range pending {
-		pending[i] = msg("Order", fmt.Sprint(i))
+		pending[i] = pgstoretest.Msg("Order", fmt.Sprint(i))
 	}
-	b.enqueue(t, pending...)
-	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	b.Enqueue(t, pending...)
+	b.Exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	plan := explain(t, b.pool, "EXPLAIN "+b.store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0), int64(400), "", "")
+	plan := explain(t, b.Pool, "EXPLAIN "+b.Store.ClaimSQL(), 100, "explain", uuid.New(), int64(60000), int64(0), int64(400), "", "")
 	if !strings.Contains(plan, "outbox_messages_due") {
 		t.Errorf("claim plan does not use outbox_messages_due:\n%s", plan)
 	}
@@ -62,7 +63,7 @@ func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.sentHistory(t, 40000, 2000, "seq % 2 = 0")
-	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	b.Exec(t, "ANALYZE {{schema}}.outbox_messages")
 
 	tx := b.genericClaim(t, "generic_claim")
 	plan := explain(t, tx, "EXPLAIN (COSTS OFF) EXECUTE generic_claim(100, 'explain', '"+uuid.NewString()+"', 60000, 0, 400, '', '')")
@@ -82,11 +83,11 @@ func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	b.sentHistory(t, 20000, 2000, "")
-	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	b.Exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	tx, err := b.pool.Begin(ctx)
+	tx, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan := explain(t, tx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.store.ClaimFloorSQL(), int64(100), int64(math.MaxInt64))
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+b.Store.ClaimFloorSQL(), int64(100), int64(math.MaxInt64))
 	if strings.Contains(plan, "Materialize") || !strings.Contains(plan, "SubPlan") {
 		t.Errorf("the dead-letter check is not a probe per candidate:\n%s", plan)
 	}
@@ -107,15 +108,15 @@ func TestClaimFloor_DeadLetterCheckIsAProbePerCandidate(t *testing.T) {
 // generically as the relay plans it.
 func (b *bundle) genericClaim(t *testing.T, name string) pgx.Tx {
 	t.Helper()
-	ctx := testCtx(t)
-	tx, err := b.pool.Begin(ctx)
+	ctx := pgstoretest.Context(t)
+	tx, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off",
 		"SET LOCAL plan_cache_mode = force_generic_plan",
-		"PREPARE " + name + "(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.store.ClaimSQL()} {
+		"PREPARE " + name + "(int, text, uuid, bigint, bigint, bigint, text, text) AS " + b.Store.ClaimSQL()} {
 		if _, err := tx.Exec(ctx, set); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +129,7 @@ func explain(t *testing.T, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, sql string, args ...any) string {
 	t.Helper()
-	rows, err := q.Query(testCtx(t), sql, args...)
+	rows, err := q.Query(pgstoretest.Context(t), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -39,7 +40,7 @@ const insertSQL = `INSERT INTO {{schema}}.outbox_messages
 func (b *bundle) insertPlain(t *testing.T, aggregateID, headers string, at time.Time) (uuid.UUID, error) {
 	t.Helper()
 	id := uuid.New()
-	_, err := b.pool.Exec(testCtx(t), b.sql(insertSQL), id, aggregateID, headers, at)
+	_, err := b.Pool.Exec(pgstoretest.Context(t), b.SQL(insertSQL), id, aggregateID, headers, at)
 	return id, err
 }
 
@@ -85,9 +86,9 @@ func TestHeadersRule_RefusesOtherJSONNamingTheRule(t *testing.T) {
 					}
 				}
 			}
-			_, err := b.pool.Exec(testCtx(t), b.sql(`UPDATE {{schema}}.outbox_messages SET headers = '{"x": 1}'`))
+			_, err := b.Pool.Exec(pgstoretest.Context(t), b.SQL(`UPDATE {{schema}}.outbox_messages SET headers = '{"x": 1}'`))
 			assertRefused(t, "UPDATE of headers", err, refusedHeaders[0].what)
-			if n := b.count(t); n != 4 {
+			if n := b.Count(t); n != 4 {
 				t.Errorf("%d rows in the table; want the 4 good ones", n)
 			}
 		})
@@ -105,11 +106,11 @@ func TestHeadersRule_RowsWrittenBeforeMigration015MoveThroughTheirStates(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	if err := st.MigrateThrough(ctx, 14); err != nil {
 		t.Fatalf("Migrate through 014: %v", err)
 	}
-	b := &bundle{pool: pool, schema: schema, store: st}
+	b := &bundle{&pgstoretest.Bundle{Pool: pool, Schema: schema, Store: st}}
 	now := b.dbNow(t)
 	good, err := b.insertPlain(t, "good", `{"tenant": "acme"}`, now)
 	if err != nil {
@@ -123,11 +124,11 @@ func TestHeadersRule_RowsWrittenBeforeMigration015MoveThroughTheirStates(t *test
 		}
 		bad = append(bad, id)
 	}
-	if err := b.store.Migrate(ctx); err != nil {
+	if err := b.Store.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over rows that break 015's rule: %v", err)
 	}
 
-	c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	c, err := b.Store.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(c.Records) != 3 {
 		t.Fatalf("Claim = %d records, %v; want the good one and the 2 bad ones", len(c.Records), err)
 	}
@@ -139,18 +140,18 @@ func TestHeadersRule_RowsWrittenBeforeMigration015MoveThroughTheirStates(t *test
 			t.Errorf("claimed %s with Invalid %v; want one naming headers[\"x\"]", r.ID, r.Invalid)
 		}
 	}
-	n, err := b.store.MarkFailed(ctx, c.Token, []store.Failure{
+	n, err := b.Store.MarkFailed(ctx, c.Token, []store.Failure{
 		{Seq: c.Records[1].Seq, Error: c.Records[1].Invalid.Error(), CountAttempt: true, Dead: true},
 		{Seq: c.Records[2].Seq, Error: c.Records[2].Invalid.Error(), CountAttempt: true, Dead: true},
 	})
 	if err != nil || n != 2 {
 		t.Fatalf("MarkFailed of the bad rows = %d, %v; want 2 dead letters", n, err)
 	}
-	b.exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'DISCARDED', discarded_at = now() WHERE id = $1", bad[1])
-	_, err = pool.Exec(ctx, b.sql("UPDATE {{schema}}.outbox_messages SET headers = headers WHERE id = $1"), bad[0])
+	b.Exec(t, "UPDATE {{schema}}.outbox_messages SET status = 'DISCARDED', discarded_at = now() WHERE id = $1", bad[1])
+	_, err = pool.Exec(ctx, b.SQL("UPDATE {{schema}}.outbox_messages SET headers = headers WHERE id = $1"), bad[0])
 	assertRefused(t, "UPDATE of a bad row's headers to themselves", err, refusedHeaders[0].what)
-	b.exec(t, `UPDATE {{schema}}.outbox_messages SET headers = '{"x": "1"}' WHERE id = $1`, bad[0])
-	if r := b.get(t, bad[0]); r.Invalid != nil || r.Headers["x"] != "1" || r.Status != outbox.StatusDeadLetter {
+	b.Exec(t, `UPDATE {{schema}}.outbox_messages SET headers = '{"x": "1"}' WHERE id = $1`, bad[0])
+	if r := b.Get(t, bad[0]); r.Invalid != nil || r.Headers["x"] != "1" || r.Status != outbox.StatusDeadLetter {
 		t.Errorf("corrected dead letter: %s, headers %v, invalid %v; want DEAD_LETTER with x=1", r.Status, r.Headers, r.Invalid)
 	}
 }
@@ -162,24 +163,24 @@ func TestHeadersRule_AddedToAnOutboxPartitionedBefore(t *testing.T) {
 	t.Parallel()
 	b := setupPartitioned(t, time.Hour)
 	// The state before migration 015: no rule, and 015 not recorded.
-	b.exec(t, `DROP TRIGGER outbox_messages_headers_are_strings ON {{schema}}.outbox_messages;
+	b.Exec(t, `DROP TRIGGER outbox_messages_headers_are_strings ON {{schema}}.outbox_messages;
 		DROP FUNCTION {{schema}}.outbox_refuse_headers(), {{schema}}.outbox_headers_are_strings(jsonb), {{schema}}.outbox_json_kind(jsonb);
 		DELETE FROM {{schema}}.outbox_migrations WHERE version = 15`)
 	older, err := b.insertPlain(t, "old", `{"x": 1}`, b.dbNow(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
-	if err := b.store.Migrate(ctx); err != nil {
+	ctx := pgstoretest.Context(t)
+	if err := b.Store.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate 015 onto the partitioned outbox: %v", err)
 	}
-	if _, err := b.store.EnsurePartitions(ctx, 6); err != nil {
+	if _, err := b.Store.EnsurePartitions(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
 	assertRuleOnEveryPartition(t, b)
 	_, err = b.insertPlain(t, "new", `{"x": 1}`, b.dbNow(t).Add(4*time.Hour))
 	assertRefused(t, "INSERT into a partition attached after 015", err, refusedHeaders[0].what)
-	if r := b.get(t, older); r.Invalid == nil {
+	if r := b.Get(t, older); r.Invalid == nil {
 		t.Errorf("row from before 015 read with Invalid nil; want its headers refused")
 	}
 }
@@ -189,23 +190,23 @@ func TestHeadersRule_AddedToAnOutboxPartitionedBefore(t *testing.T) {
 func TestHeadersRule_PartitioningKeepsOlderRowsAndTheRule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	older := msg("Order", "old")
-	if err := b.insertUnchecked(ctx, older, `{"x": 1}`); err != nil {
+	ctx := pgstoretest.Context(t)
+	older := pgstoretest.Msg("Order", "old")
+	if err := b.InsertUnchecked(ctx, older, `{"x": 1}`); err != nil {
 		t.Fatal(err)
 	}
-	p, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
+	p, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate with Partitioning over a row that breaks the rule: %v", err)
 	}
-	b.store = p
+	b.Store = p
 	assertRuleOnEveryPartition(t, b)
 	_, err = b.insertPlain(t, "new", `[]`, b.dbNow(t))
 	assertRefused(t, "INSERT after partitioning", err, "it is an array")
-	if r := b.get(t, older.ID); r.Invalid == nil {
+	if r := b.Get(t, older.ID); r.Invalid == nil {
 		t.Errorf("row from before partitioning read with Invalid nil; want its headers refused")
 	}
 }
@@ -215,7 +216,7 @@ func TestHeadersRule_PartitioningKeepsOlderRowsAndTheRule(t *testing.T) {
 func assertRuleOnEveryPartition(t *testing.T, b *bundle) {
 	t.Helper()
 	var parts, withRule, onParent int
-	err := b.pool.QueryRow(testCtx(t), b.sql(`SELECT
+	err := b.Pool.QueryRow(pgstoretest.Context(t), b.SQL(`SELECT
 		(SELECT count(*) FROM pg_inherits WHERE inhparent = '{{schema}}.outbox_messages'::regclass),
 		(SELECT count(*) FROM pg_inherits i JOIN pg_trigger tg ON tg.tgrelid = i.inhrelid
 		 WHERE i.inhparent = '{{schema}}.outbox_messages'::regclass AND tg.tgname = 'outbox_messages_headers_are_strings'),

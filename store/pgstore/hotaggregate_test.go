@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -21,9 +22,9 @@ func (b *bundle) enqueueRoundRobin(t *testing.T, n int, ids ...string) {
 	t.Helper()
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
-		msgs[i] = msg("Order", ids[i%len(ids)])
+		msgs[i] = pgstoretest.Msg("Order", ids[i%len(ids)])
 	}
-	if err := b.store.Enqueue(testCtx(t), b.pool, msgs...); err != nil {
+	if err := b.Store.Enqueue(pgstoretest.Context(t), b.Pool, msgs...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -32,7 +33,7 @@ func (b *bundle) enqueueRoundRobin(t *testing.T, n int, ids ...string) {
 // not due for an hour, as after a failed publish.
 func (b *bundle) blockHead(t *testing.T, id string) {
 	t.Helper()
-	b.exec(t, `UPDATE {{schema}}.outbox_messages SET status = 'FAILED', attempts = 1,
+	b.Exec(t, `UPDATE {{schema}}.outbox_messages SET status = 'FAILED', attempts = 1,
 	               next_attempt_at = now() + interval '1 hour'
 	           WHERE seq = (SELECT min(seq) FROM {{schema}}.outbox_messages
 	                        WHERE aggregate_type = 'Order' AND aggregate_id = $1)`, id)
@@ -52,9 +53,9 @@ func TestClaim_ScanOfTheDueIndexIsBoundedBehindHotAggregates(t *testing.T) {
 		ids[i] = fmt.Sprint("hot-", i)
 	}
 	b.enqueueRoundRobin(t, 5000, ids...)
-	b.exec(t, "ANALYZE {{schema}}.outbox_messages")
+	b.Exec(t, "ANALYZE {{schema}}.outbox_messages")
 
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	tx := b.genericClaim(t, "hot_claim")
 	var plan []struct{ Plan planNode }
 	var raw []byte
@@ -123,10 +124,10 @@ func TestClaim_ClaimsByAggregateGoRoundTheAggregates(t *testing.T) {
 	}
 	b.enqueueRoundRobin(t, 4*len(ids), ids...)
 
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	p := store.ClaimParams{Owner: "relay-" + t.Name(), Limit: limit, Lease: time.Minute}
 	served := map[string]int{}
-	c, err := b.store.Claim(ctx, p)
+	c, err := b.Store.Claim(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestClaim_ClaimsByAggregateGoRoundTheAggregates(t *testing.T) {
 			served[r.AggregateID]++
 			seqs = append(seqs, r.Seq)
 		}
-		if _, c, err = b.store.MarkSentAndClaim(ctx, c.Token, seqs, p); err != nil {
+		if _, c, err = b.Store.MarkSentAndClaim(ctx, c.Token, seqs, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +170,7 @@ func TestClaim_ConcurrentClaimsByAggregateKeepTheAggregatesOrder(t *testing.T) {
 	}
 	b.enqueueRoundRobin(t, per*len(ids), ids...)
 
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	var (
 		mu       sync.Mutex
 		inFlight = map[string]int64{} // aggregate -> seq held by a claim
@@ -181,7 +182,7 @@ func TestClaim_ConcurrentClaimsByAggregateKeepTheAggregatesOrder(t *testing.T) {
 	want := int64(per * len(ids))
 	var wg sync.WaitGroup
 	for i := range relays {
-		s, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		s, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +220,7 @@ func TestClaim_ConcurrentClaimsByAggregateKeepTheAggregatesOrder(t *testing.T) {
 					time.Sleep(2 * time.Millisecond)
 					continue
 				}
-				n, err := s.MarkSent(ctx, c.Token, seqsOf(c.Records))
+				n, err := s.MarkSent(ctx, c.Token, pgstoretest.Seqs(c.Records))
 				if err != nil || n != int64(len(c.Records)) {
 					mu.Lock()
 					errs = append(errs, fmt.Sprintf("MarkSent = %d, %v", n, err))

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -18,11 +19,11 @@ import (
 // second (else within 10 s), so it polls.
 func tableUpdates(t *testing.T, b *bundle, want int64) (updates, hot int64) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	deadline := time.Now().Add(25 * time.Second)
 	for {
-		err := b.pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
-			WHERE relid = $1::regclass`, b.schema+".outbox_messages").Scan(&updates, &hot)
+		err := b.Pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE relid = $1::regclass`, b.Schema+".outbox_messages").Scan(&updates, &hot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,28 +45,28 @@ func TestClaim_UpdatesRowsInPlace(t *testing.T) {
 	b := setup(t)
 	// One connection, so that pg_stat_force_next_flush below reaches the
 	// backend that claimed.
-	cfg := b.pool.Config().Copy()
+	cfg := b.Pool.Config().Copy()
 	cfg.MaxConns, cfg.MinConns = 1, 0
-	pool, err := pgxpool.NewWithConfig(testCtx(t), cfg)
+	pool, err := pgxpool.NewWithConfig(pgstoretest.Context(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	st, err := pgstore.New(pool, pgstore.Config{Schema: b.schema})
+	st, err := pgstore.New(pool, pgstore.Config{Schema: b.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var msgs []outbox.Message
 	for i := range 20 {
-		msgs = append(msgs, msg("Order", string(rune('a'+i))))
+		msgs = append(msgs, pgstoretest.Msg("Order", string(rune('a'+i))))
 	}
-	b.enqueue(t, msgs...)
+	b.Enqueue(t, msgs...)
 
-	c, err := st.Claim(testCtx(t), store.ClaimParams{Owner: "relay", Limit: 100, Lease: time.Minute})
+	c, err := st.Claim(pgstoretest.Context(t), store.ClaimParams{Owner: "relay", Limit: 100, Lease: time.Minute})
 	if err != nil || len(c.Records) != len(msgs) {
 		t.Fatalf("claim: %d records, %v; want %d", len(c.Records), err, len(msgs))
 	}
-	if _, err := pool.Exec(testCtx(t), "SELECT pg_stat_force_next_flush()"); err != nil {
+	if _, err := pool.Exec(pgstoretest.Context(t), "SELECT pg_stat_force_next_flush()"); err != nil {
 		t.Fatal(err)
 	}
 	updates, hot := tableUpdates(t, b, int64(len(msgs)))
@@ -79,10 +80,10 @@ func TestClaim_UpdatesRowsInPlace(t *testing.T) {
 			t.Errorf("claimed record %d: %s, want IN_FLIGHT", r.Seq, r.Status)
 		}
 	}
-	if got := b.get(t, msgs[0].ID); got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay" {
+	if got := b.Get(t, msgs[0].ID); got.Status != outbox.StatusInFlight || got.LeaseOwner != "relay" {
 		t.Errorf("Get of a claimed message: %s owned by %q; want IN_FLIGHT owned by relay", got.Status, got.LeaseOwner)
 	}
-	counts, err := b.store.Counts(testCtx(t))
+	counts, err := b.Store.Counts(pgstoretest.Context(t))
 	if err != nil || counts[outbox.StatusInFlight] != int64(len(msgs)) || counts[outbox.StatusPending] != 0 {
 		t.Errorf("Counts after the claim: %v, %v; want %d IN_FLIGHT, 0 PENDING", counts, err, len(msgs))
 	}
@@ -94,29 +95,29 @@ func TestClaim_UpdatesRowsInPlace(t *testing.T) {
 func TestClaim_RowsStoredInFlightByEarlierVersions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	s := b.enqueue(t, msg("Order", "live"), msg("Order", "expired"), msg("Order", "live"))
-	b.exec(t, `UPDATE {{schema}}.outbox_messages
+	s := b.Enqueue(t, pgstoretest.Msg("Order", "live"), pgstoretest.Msg("Order", "expired"), pgstoretest.Msg("Order", "live"))
+	b.Exec(t, `UPDATE {{schema}}.outbox_messages
 		SET status = 'IN_FLIGHT', lease_owner = 'old', lease_token = gen_random_uuid(),
 		    lease_expires_at = now() + CASE WHEN aggregate_id = 'live' THEN interval '1 hour' ELSE interval '-1 second' END
 		WHERE seq IN ($1, $2)`, s[0], s[1])
 
 	c := b.claim(t, 10, time.Minute)
 	assertSeqs(t, "claim beside an old live lease", c.Records, s[1])
-	if n, err := b.store.MarkSent(testCtx(t), c.Token, seqsOf(c.Records)); err != nil || n != 1 {
+	if n, err := b.Store.MarkSent(pgstoretest.Context(t), c.Token, pgstoretest.Seqs(c.Records)); err != nil || n != 1 {
 		t.Fatalf("MarkSent of the taken-over row: %d, %v; want 1", n, err)
 	}
 
 	var token uuid.UUID
-	if err := b.pool.QueryRow(testCtx(t), b.sql("SELECT lease_token FROM {{schema}}.outbox_messages WHERE seq = $1"), s[0]).Scan(&token); err != nil {
+	if err := b.Pool.QueryRow(pgstoretest.Context(t), b.SQL("SELECT lease_token FROM {{schema}}.outbox_messages WHERE seq = $1"), s[0]).Scan(&token); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.store.MarkSent(testCtx(t), c.Token, []int64{s[0]}); err != nil || n != 0 {
+	if n, err := b.Store.MarkSent(pgstoretest.Context(t), c.Token, []int64{s[0]}); err != nil || n != 0 {
 		t.Fatalf("MarkSent of the old live lease with another token: %d, %v; want 0", n, err)
 	}
-	if n, err := b.store.MarkSent(testCtx(t), token, []int64{s[0]}); err != nil || n != 1 {
+	if n, err := b.Store.MarkSent(pgstoretest.Context(t), token, []int64{s[0]}); err != nil || n != 1 {
 		t.Fatalf("MarkSent of the old live lease with its token: %d, %v; want 1", n, err)
 	}
-	if got := b.get(t, b.idOf(t, s[0])); got.Status != outbox.StatusSent {
+	if got := b.Get(t, b.IDOf(t, s[0])); got.Status != outbox.StatusSent {
 		t.Errorf("the old lease's message after its mark: %s, want SENT", got.Status)
 	}
 	c = b.claim(t, 10, time.Minute)

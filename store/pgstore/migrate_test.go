@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
@@ -18,7 +19,7 @@ import (
 func TestMigrate_TwiceRecordsEachVersionOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t) // migrates once
-	if err := b.store.Migrate(testCtx(t)); err != nil {
+	if err := b.Store.Migrate(pgstoretest.Context(t)); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
 	assertVersionsRecordedOnce(t, b)
@@ -29,7 +30,7 @@ func TestMigrate_ConcurrentCreatesSchemaAndRecordsOnce(t *testing.T) {
 	pool := pgtest.Pool(t, "public")
 	schema := pgtest.NewSchemaName(t) // does not exist yet: Migrate creates it
 	t.Cleanup(func() {
-		ctx := testCtx(t)
+		ctx := pgstoretest.Context(t)
 		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			t.Logf("drop schema: %v", err)
 		}
@@ -38,7 +39,7 @@ func TestMigrate_ConcurrentCreatesSchemaAndRecordsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	start := make(chan struct{})
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
@@ -55,12 +56,12 @@ func TestMigrate_ConcurrentCreatesSchemaAndRecordsOnce(t *testing.T) {
 			t.Errorf("Migrate %d: %v", i, err)
 		}
 	}
-	assertVersionsRecordedOnce(t, &bundle{pool: pool, schema: schema, store: s})
+	assertVersionsRecordedOnce(t, &bundle{&pgstoretest.Bundle{Pool: pool, Schema: schema, Store: s}})
 }
 
 func assertVersionsRecordedOnce(t *testing.T, b *bundle) {
 	t.Helper()
-	rows, err := b.pool.Query(testCtx(t), b.sql("SELECT version, name FROM {{schema}}.outbox_migrations ORDER BY version"))
+	rows, err := b.Pool.Query(pgstoretest.Context(t), b.SQL("SELECT version, name FROM {{schema}}.outbox_migrations ORDER BY version"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +174,11 @@ func TestApplyMigrations_ReportsWhatItApplied(t *testing.T) {
 		return vs
 	}
 	all := versions(pgstore.Migrations())
-	applied, err := st.ApplyMigrations(testCtx(t))
+	applied, err := st.ApplyMigrations(pgstoretest.Context(t))
 	if err != nil || !slices.Equal(versions(applied), all) {
 		t.Fatalf("first ApplyMigrations = %v, %v; want %v", versions(applied), err, all)
 	}
-	if applied, err = st.ApplyMigrations(testCtx(t)); err != nil || len(applied) != 0 {
+	if applied, err = st.ApplyMigrations(pgstoretest.Context(t)); err != nil || len(applied) != 0 {
 		t.Fatalf("ApplyMigrations on an up to date schema = %v, %v; want none", versions(applied), err)
 	}
 }

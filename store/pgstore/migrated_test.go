@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -28,7 +29,7 @@ func TestStore_UnmigratedSchemaIsNamedWithTheFix(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := `no outbox tables in schema "` + name + `": run 'outbox migrate --schema ` + name + `'`
-		ctx := testCtx(t)
+		ctx := pgstoretest.Context(t)
 		_, claimErr := st.Claim(ctx, store.ClaimParams{Owner: "t", Limit: 1, Lease: time.Second})
 		for what, err := range map[string]error{
 			"CheckMigrated": st.CheckMigrated(ctx),
@@ -46,10 +47,10 @@ func TestStore_UnmigratedSchemaIsNamedWithTheFix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Migrate(testCtx(t)); err != nil {
+	if err := st.Migrate(pgstoretest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CheckMigrated(testCtx(t)); err != nil {
+	if err := st.CheckMigrated(pgstoretest.Context(t)); err != nil {
 		t.Errorf("CheckMigrated after Migrate = %v, want nil", err)
 	}
 }
@@ -59,11 +60,11 @@ func TestStore_UnmigratedSchemaIsNamedWithTheFix(t *testing.T) {
 func TestStore_IncompleteMigrationNamesTheMissingTable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if _, err := b.pool.Exec(testCtx(t), "DROP TABLE "+pgx.Identifier{b.schema, "outbox_attempts"}.Sanitize()); err != nil {
+	if _, err := b.Pool.Exec(pgstoretest.Context(t), "DROP TABLE "+pgx.Identifier{b.Schema, "outbox_attempts"}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	err := b.store.CheckMigrated(testCtx(t))
-	want := `schema "` + b.schema + `" lacks the outbox table outbox_attempts`
+	err := b.Store.CheckMigrated(pgstoretest.Context(t))
+	want := `schema "` + b.Schema + `" lacks the outbox table outbox_attempts`
 	if !errors.Is(err, pgstore.ErrNotMigrated) || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckMigrated = %v; want ErrNotMigrated saying %s", err, want)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/claim"
@@ -26,7 +27,7 @@ import (
 // mode reads the outbox's mode, failing the test on an error.
 func (b *bundle) mode(t *testing.T) pgstore.ModeState {
 	t.Helper()
-	m, err := b.store.Mode(testCtx(t))
+	m, err := b.Store.Mode(pgstoretest.Context(t))
 	if err != nil {
 		t.Fatalf("Mode: %v", err)
 	}
@@ -36,7 +37,7 @@ func (b *bundle) mode(t *testing.T) pgstore.ModeState {
 // before017 undoes migration 017: the outbox is as an older binary left it.
 func (b *bundle) before017(t *testing.T) {
 	t.Helper()
-	b.exec(t, `DROP TABLE {{schema}}.outbox_relay_mode;
+	b.Exec(t, `DROP TABLE {{schema}}.outbox_relay_mode;
 		DROP FUNCTION {{schema}}.outbox_mode_follows_cursor() CASCADE;
 		DELETE FROM {{schema}}.outbox_migrations WHERE version = 17`)
 }
@@ -55,9 +56,9 @@ func TestMode_ANewOutboxIsInClaimMode(t *testing.T) {
 // time.
 func (b *bundle) recordCDCSlot(t *testing.T, slot string, at time.Time) {
 	t.Helper()
-	b.exec(t, `CREATE TABLE IF NOT EXISTS {{schema}}.outbox_cdc_slots (slot_name text PRIMARY KEY, publication text NOT NULL,
+	b.Exec(t, `CREATE TABLE IF NOT EXISTS {{schema}}.outbox_cdc_slots (slot_name text PRIMARY KEY, publication text NOT NULL,
 		consistent_lsn pg_lsn NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), created_by text NOT NULL)`)
-	b.exec(t, `INSERT INTO {{schema}}.outbox_cdc_slots VALUES ($1, $1, '0/0', $2, 'r')`, slot, at)
+	b.Exec(t, `INSERT INTO {{schema}}.outbox_cdc_slots VALUES ($1, $1, '0/0', $2, 'r')`, slot, at)
 }
 
 // createSlot creates the logical replication slot name in the database
@@ -67,11 +68,11 @@ func (b *bundle) createSlot(t *testing.T, conn *pgx.Conn, name string) {
 	t.Helper()
 	var q interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-	} = b.pool
+	} = b.Pool
 	if conn != nil {
 		q = conn
 	}
-	if _, err := q.Exec(testCtx(t), "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
+	if _, err := q.Exec(pgstoretest.Context(t), "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
 		t.Fatalf("create slot %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -92,7 +93,7 @@ func otherDatabase(t *testing.T) *pgx.Conn {
 		t.Fatal(err)
 	}
 	cfg.Database = map[bool]string{true: "template1", false: "postgres"}[cfg.Database == "postgres"]
-	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
+	conn, err := pgx.ConnectConfig(pgstoretest.Context(t), cfg)
 	if err != nil {
 		t.Skipf("no other database to put a slot in: %v", err)
 	}
@@ -115,28 +116,28 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 	}{
 		{"claim", pgstore.ModeClaim, func(*testing.T, *bundle) time.Time { return time.Time{} }},
 		{"cursor", pgstore.ModeCursor, func(t *testing.T, b *bundle) time.Time {
-			if err := b.store.EnableCursor(testCtx(t)); err != nil {
+			if err := b.Store.EnableCursor(pgstoretest.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			var at time.Time
-			if err := b.pool.QueryRow(testCtx(t), b.sql(`SELECT enabled_at FROM {{schema}}.outbox_cursor`)).Scan(&at); err != nil {
+			if err := b.Pool.QueryRow(pgstoretest.Context(t), b.SQL(`SELECT enabled_at FROM {{schema}}.outbox_cursor`)).Scan(&at); err != nil {
 				t.Fatal(err)
 			}
 			return at
 		}},
 		{"cdc_slot_exists", pgstore.ModeCDC, func(t *testing.T, b *bundle) time.Time {
-			slot := "outbox_" + b.schema
+			slot := "outbox_" + b.Schema
 			b.createSlot(t, nil, slot)
 			b.recordCDCSlot(t, slot, recorded)
-			b.recordCDCSlot(t, "gone_"+b.schema, recorded.Add(-time.Hour)) // an older slot, dropped
+			b.recordCDCSlot(t, "gone_"+b.Schema, recorded.Add(-time.Hour)) // an older slot, dropped
 			return recorded
 		}},
 		{"claim_recorded_slot_dropped", pgstore.ModeClaim, func(t *testing.T, b *bundle) time.Time {
-			b.recordCDCSlot(t, "outbox_"+b.schema, recorded)
+			b.recordCDCSlot(t, "outbox_"+b.Schema, recorded)
 			return time.Time{}
 		}},
 		{"claim_slot_in_another_database", pgstore.ModeClaim, func(t *testing.T, b *bundle) time.Time {
-			slot := "outbox_" + b.schema
+			slot := "outbox_" + b.Schema
 			b.createSlot(t, otherDatabase(t), slot)
 			b.recordCDCSlot(t, slot, recorded)
 			return time.Time{}
@@ -150,11 +151,11 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 			if m := b.mode(t); m.Mode != c.want || m.Recorded {
 				t.Fatalf("Mode before 017 = %+v, want %s derived, not recorded", m, c.want)
 			}
-			if _, err := b.store.SetMode(testCtx(t), pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
+			if _, err := b.Store.SetMode(pgstoretest.Context(t), pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
 				!strings.Contains(err.Error(), "migration 017") {
 				t.Fatalf("SetMode before 017 = %v, want ErrModeSwitch naming migration 017", err)
 			}
-			if err := b.store.Migrate(testCtx(t)); err != nil {
+			if err := b.Store.Migrate(pgstoretest.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			m := b.mode(t)
@@ -175,19 +176,19 @@ func TestMode_Migration017KeepsTheModeOfAnExistingOutbox(t *testing.T) {
 func TestSetMode_CursorRefusedWhileACDCSlotIsRecorded_NamesTheWayOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	b.recordCDCSlot(t, "outbox_"+b.schema, time.Now())
-	_, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t")
+	ctx := pgstoretest.Context(t)
+	b.recordCDCSlot(t, "outbox_"+b.Schema, time.Now())
+	_, err := b.Store.SetMode(ctx, pgstore.ModeCursor, "t")
 	if !errors.Is(err, pgstore.ErrModeSwitch) || !strings.Contains(err.Error(), "'outbox mode set cdc' and 'outbox mode set cursor'") {
 		t.Fatalf("SetMode(cursor) with a recorded CDC slot = %v, want ErrModeSwitch naming the commands", err)
 	}
 	for _, m := range []pgstore.Mode{pgstore.ModeCDC, pgstore.ModeCursor} {
-		if _, err := b.store.SetMode(ctx, m, "t"); err != nil {
+		if _, err := b.Store.SetMode(ctx, m, "t"); err != nil {
 			t.Fatalf("SetMode(%s), as the refusal says: %v", m, err)
 		}
 	}
 	var slots int
-	if err := b.pool.QueryRow(ctx, b.sql(`SELECT count(*) FROM {{schema}}.outbox_cdc_slots`)).Scan(&slots); err != nil || slots != 0 {
+	if err := b.Pool.QueryRow(ctx, b.SQL(`SELECT count(*) FROM {{schema}}.outbox_cdc_slots`)).Scan(&slots); err != nil || slots != 0 {
 		t.Fatalf("%d recorded CDC slots (%v) after the commands, want none", slots, err)
 	}
 	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
@@ -200,14 +201,14 @@ func TestSetMode_CursorRefusedWhileACDCSlotIsRecorded_NamesTheWayOut(t *testing.
 func TestSetMode_IsIdempotentAndRecordsWho(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "alice"); err != nil || sw.From != sw.To {
+	ctx := pgstoretest.Context(t)
+	if sw, err := b.Store.SetMode(ctx, pgstore.ModeClaim, "alice"); err != nil || sw.From != sw.To {
 		t.Fatalf("SetMode(claim) on claim = %+v, %v; want nothing done", sw, err)
 	}
 	if m := b.mode(t); m.By != "migration 017" {
 		t.Fatalf("a switch that did nothing recorded %+v", m)
 	}
-	sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "alice")
+	sw, err := b.Store.SetMode(ctx, pgstore.ModeCursor, "alice")
 	if err != nil || sw.From != pgstore.ModeClaim || sw.To != pgstore.ModeCursor {
 		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
 	}
@@ -215,27 +216,27 @@ func TestSetMode_IsIdempotentAndRecordsWho(t *testing.T) {
 	if first.Mode != pgstore.ModeCursor || first.By != "alice" {
 		t.Fatalf("Mode = %+v, want cursor by alice", first)
 	}
-	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "bob"); err != nil || sw.From != sw.To {
+	if sw, err := b.Store.SetMode(ctx, pgstore.ModeCursor, "bob"); err != nil || sw.From != sw.To {
 		t.Fatalf("SetMode(cursor) again = %+v, %v; want nothing done", sw, err)
 	}
 	if m := b.mode(t); m != first {
 		t.Fatalf("Mode after a repeated switch = %+v, want %+v", m, first)
 	}
-	if _, err := b.store.SetMode(ctx, "polling", "alice"); err == nil || !strings.Contains(err.Error(), "claim, cursor or cdc") {
+	if _, err := b.Store.SetMode(ctx, "polling", "alice"); err == nil || !strings.Contains(err.Error(), "claim, cursor or cdc") {
 		t.Fatalf("SetMode(polling) = %v, want an error naming the modes", err)
 	}
-	if sw, err := b.store.SetMode(ctx, pgstore.ModeCDC, ""); err != nil || sw.From != pgstore.ModeCursor {
+	if sw, err := b.Store.SetMode(ctx, pgstore.ModeCDC, ""); err != nil || sw.From != pgstore.ModeCursor {
 		t.Fatalf("SetMode(cdc) = %+v, %v", sw, err)
 	}
 	var role string
-	if err := b.pool.QueryRow(ctx, "SELECT session_user").Scan(&role); err != nil {
+	if err := b.Pool.QueryRow(ctx, "SELECT session_user").Scan(&role); err != nil {
 		t.Fatal(err)
 	}
 	if m := b.mode(t); m.Mode != pgstore.ModeCDC || m.By != role {
 		t.Fatalf("Mode = %+v, want cdc by the database role %s", m, role)
 	}
 	var active bool
-	if err := b.pool.QueryRow(ctx, b.sql(`SELECT active FROM {{schema}}.outbox_cursor`)).Scan(&active); err != nil || active {
+	if err := b.Pool.QueryRow(ctx, b.SQL(`SELECT active FROM {{schema}}.outbox_cursor`)).Scan(&active); err != nil || active {
 		t.Fatalf("outbox_cursor.active = %v (%v) in cdc mode, want false", active, err)
 	}
 }
@@ -246,21 +247,21 @@ func TestSetMode_IsIdempotentAndRecordsWho(t *testing.T) {
 func TestMode_TheCursorFlagAndTheRecordAgree(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if err := b.store.EnableCursor(testCtx(t)); err != nil {
+	if err := b.Store.EnableCursor(pgstoretest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
 		t.Fatalf("after EnableCursor: %+v, want cursor", m)
 	}
-	b.exec(t, `UPDATE {{schema}}.outbox_cursor SET active = false`)
+	b.Exec(t, `UPDATE {{schema}}.outbox_cursor SET active = false`)
 	if m := b.mode(t); m.Mode != pgstore.ModeClaim {
 		t.Fatalf("after the flag was cleared: %+v, want claim", m)
 	}
-	b.exec(t, `UPDATE {{schema}}.outbox_cursor SET active = true`)
+	b.Exec(t, `UPDATE {{schema}}.outbox_cursor SET active = true`)
 	if m := b.mode(t); m.Mode != pgstore.ModeCursor {
 		t.Fatalf("after the flag was set: %+v, want cursor", m)
 	}
-	if moved, err := b.store.DisableCursor(testCtx(t)); err != nil || moved != 0 {
+	if moved, err := b.Store.DisableCursor(pgstoretest.Context(t)); err != nil || moved != 0 {
 		t.Fatalf("DisableCursor = %d, %v", moved, err)
 	}
 	if m := b.mode(t); m.Mode != pgstore.ModeClaim {
@@ -277,10 +278,10 @@ func TestMode_TheCursorFlagAndTheRecordAgree(t *testing.T) {
 func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	snk := &recordingSink{byAgg: map[string][]int64{}}
+	ctx := pgstoretest.Context(t)
+	snk := &pgstoretest.RecordingSink{}
 	newStore := func() *pgstore.Store {
-		st, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+		st, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,9 +317,9 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 			}
 			var msgs []outbox.Message
 			for a := range 5 {
-				msgs = append(msgs, msg("Order", fmt.Sprint("o-", a)))
+				msgs = append(msgs, pgstoretest.Msg("Order", fmt.Sprint("o-", a)))
 			}
-			if err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.store.Enqueue(ctx, tx, msgs...) }); err != nil {
+			if err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(ctx, tx, msgs...) }); err != nil {
 				t.Error(err)
 				return
 			}
@@ -335,8 +336,8 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 
 	st := newStore()
 	stop := startRelay("A", claim.New(st))
-	waitFor("claim mode publishes", func() bool { return snk.count() > 50 })
-	if sw, err := b.store.SetMode(ctx, pgstore.ModeCursor, "t"); err != nil || sw.From != pgstore.ModeClaim {
+	waitFor("claim mode publishes", func() bool { return snk.Count() > 50 })
+	if sw, err := b.Store.SetMode(ctx, pgstore.ModeCursor, "t"); err != nil || sw.From != pgstore.ModeClaim {
 		t.Fatalf("SetMode(cursor) = %+v, %v", sw, err)
 	}
 	waitFor("the claim-mode relay's Store refuses", func() bool {
@@ -347,15 +348,15 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	cur := cursor.New(newStore()).Queue()
 	stop = startRelay("B", cur.Strategy)
 	waitFor("the relay leads the cursor", func() bool { leading, _ := cur.Leading(); return leading })
-	sent := snk.count()
-	waitFor("cursor mode publishes", func() bool { return snk.count() > sent+50 })
-	if _, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
+	sent := snk.Count()
+	waitFor("cursor mode publishes", func() bool { return snk.Count() > sent+50 })
+	if _, err := b.Store.SetMode(ctx, pgstore.ModeClaim, "t"); !errors.Is(err, pgstore.ErrModeSwitch) ||
 		!strings.Contains(err.Error(), "stop the relays first") {
 		t.Fatalf("SetMode(claim) while a relay leads = %v, want ErrModeSwitch saying to stop the relays", err)
 	}
 	stop()
 	time.Sleep(100 * time.Millisecond) // QUEUED while no relay runs
-	if sw, err := b.store.SetMode(ctx, pgstore.ModeClaim, "t"); err != nil || sw.From != pgstore.ModeCursor || sw.Requeued == 0 {
+	if sw, err := b.Store.SetMode(ctx, pgstore.ModeClaim, "t"); err != nil || sw.From != pgstore.ModeCursor || sw.Requeued == 0 {
 		t.Fatalf("SetMode(claim) = %+v, %v; want the unsent QUEUED messages requeued", sw, err)
 	}
 	stop = startRelay("C", claim.New(newStore()))
@@ -363,11 +364,9 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	close(done)
 	wg.Wait()
-	waitFor("every message published", func() bool { return snk.count() >= 5*written })
+	waitFor("every message published", func() bool { return snk.Count() >= 5*written })
 	var all []int64
-	snk.mu.Lock()
-	defer snk.mu.Unlock()
-	for agg, got := range snk.byAgg {
+	for agg, got := range snk.ByAggregate() {
 		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
 			t.Errorf("aggregate %s published out of order or twice: %v", agg, got)
 		}
@@ -376,30 +375,4 @@ func TestSetMode_ClaimToCursorAndBack_NothingLostOrderKept(t *testing.T) {
 	if len(all) != 5*written {
 		t.Errorf("%d messages published, want the %d written", len(all), 5*written)
 	}
-}
-
-// recordingSink acknowledges every record and remembers the order per
-// aggregate.
-type recordingSink struct {
-	mu    sync.Mutex
-	byAgg map[string][]int64
-	n     int
-}
-
-func (s *recordingSink) Publish(_ context.Context, recs []outbox.Record) []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range recs {
-		s.byAgg[r.AggregateID] = append(s.byAgg[r.AggregateID], r.Seq)
-		s.n++
-	}
-	return make([]error, len(recs))
-}
-
-func (s *recordingSink) Close() error { return nil }
-
-func (s *recordingSink) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n
 }

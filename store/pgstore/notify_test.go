@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -47,28 +48,28 @@ func listenOnly(t *testing.T, s *pgstore.Store) (<-chan struct{}, context.Cancel
 func TestNotifications_OnlyWhileARelayIsIdle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ch, _ := listenOnly(t, b.store)
-	b.enqueue(t, msg("Order", "1"))
+	ctx := pgstoretest.Context(t)
+	ch, _ := listenOnly(t, b.Store)
+	b.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	expectQuiet(t, ch, "enqueue with no idle relay")
 
-	if err := b.store.Idle(ctx, "r1", time.Minute); err != nil {
+	if err := b.Store.Idle(ctx, "r1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	b.enqueue(t, msg("Order", "2"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "2"))
 	expectWake(t, ch, "enqueue with relay r1 idle")
 
-	if err := b.store.Busy(ctx, "r1"); err != nil {
+	if err := b.Store.Busy(ctx, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	b.enqueue(t, msg("Order", "3"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "3"))
 	expectQuiet(t, ch, "enqueue after r1 became busy")
 
-	if err := b.store.Idle(ctx, "r2", time.Millisecond); err != nil {
+	if err := b.Store.Idle(ctx, "r2", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	b.enqueue(t, msg("Order", "4"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "4"))
 	expectQuiet(t, ch, "enqueue after r2's registration expired")
 }
 
@@ -96,15 +97,15 @@ func expectQuiet(t *testing.T, ch <-chan struct{}, what string) {
 func TestNotifications_WakeOnlyAfterCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ch, _ := listen(t, b.store)
+	ctx := pgstoretest.Context(t)
+	ch, _ := listen(t, b.Store)
 
-	tx, err := b.pool.Begin(ctx)
+	tx, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if err := b.store.Enqueue(ctx, tx, msg("Order", "1")); err != nil {
+	if err := b.Store.Enqueue(ctx, tx, pgstoretest.Msg("Order", "1")); err != nil {
 		t.Fatal(err)
 	}
 	expectQuiet(t, ch, "before commit")
@@ -117,13 +118,13 @@ func TestNotifications_WakeOnlyAfterCommit(t *testing.T) {
 func TestNotifications_RolledBackEnqueueDoesNotWake(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ch, _ := listen(t, b.store)
-	tx, err := b.pool.Begin(ctx)
+	ctx := pgstoretest.Context(t)
+	ch, _ := listen(t, b.Store)
+	tx, err := b.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.Enqueue(ctx, tx, msg("Order", "1")); err != nil {
+	if err := b.Store.Enqueue(ctx, tx, pgstoretest.Msg("Order", "1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -135,17 +136,17 @@ func TestNotifications_RolledBackEnqueueDoesNotWake(t *testing.T) {
 func TestNotifications_OtherSchemaDoesNotWake(t *testing.T) {
 	t.Parallel()
 	b, other := setup(t), setup(t)
-	ch, _ := listen(t, b.store)
-	other.enqueue(t, msg("Order", "1"))
+	ch, _ := listen(t, b.Store)
+	other.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	expectQuiet(t, ch, "enqueue in another schema")
-	b.enqueue(t, msg("Order", "1"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	expectWake(t, ch, "enqueue in own schema")
 }
 
 func TestNotifications_ChannelClosesWhenContextDone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ch, cancel := listen(t, b.store)
+	ch, cancel := listen(t, b.Store)
 	cancel()
 	deadline := time.After(wakeWithin)
 	for {
@@ -164,9 +165,9 @@ func TestNotifications_ChannelClosesWhenContextDone(t *testing.T) {
 func (b *bundle) listenerPID(t *testing.T) int32 {
 	t.Helper()
 	var pid int32
-	err := b.pool.QueryRow(testCtx(t),
+	err := b.Pool.QueryRow(pgstoretest.Context(t),
 		"SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2",
-		pgstore.ListenApplicationName, "LISTEN "+pgx.Identifier{pgstore.ChannelName(b.schema)}.Sanitize(),
+		pgstore.ListenApplicationName, "LISTEN "+pgx.Identifier{pgstore.ChannelName(b.Schema)}.Sanitize(),
 	).Scan(&pid)
 	if err != nil {
 		t.Fatalf("find listening backend: %v", err)
@@ -177,11 +178,11 @@ func (b *bundle) listenerPID(t *testing.T) int32 {
 func TestNotifications_SurviveTerminatedConnection(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	ch, _ := listen(t, b.store)
+	ctx := pgstoretest.Context(t)
+	ch, _ := listen(t, b.Store)
 	old := b.listenerPID(t)
 	var ok bool
-	if err := b.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", old).Scan(&ok); err != nil || !ok {
+	if err := b.Pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", old).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend = %v, %v", ok, err)
 	}
 	// After reconnecting, the store sends one wake-up for what it may have
@@ -190,13 +191,13 @@ func TestNotifications_SurviveTerminatedConnection(t *testing.T) {
 	if pid := b.listenerPID(t); pid == old {
 		t.Fatalf("listening backend is still %d", pid)
 	}
-	b.enqueue(t, msg("Order", "1"))
+	b.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	expectWake(t, ch, "enqueue after reconnect")
 }
 
 func TestNotifications_ReturnsErrorWhenDatabaseUnreachable(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	// Nothing listens on port 1; the pool does not connect until used.
 	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/test?connect_timeout=5")
 	if err != nil {

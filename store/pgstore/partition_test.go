@@ -10,24 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
-
-// setupPartitioned is setup with a table partitioned by interval.
-func setupPartitioned(t *testing.T, interval time.Duration) *bundle {
-	t.Helper()
-	pool, schema := pgtest.Schema(t)
-	s, err := pgstore.New(pool, pgstore.Config{Schema: schema, Partitioning: pgstore.Partitioning{Interval: interval}})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := s.Migrate(testCtx(t)); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	return &bundle{pool: pool, schema: schema, store: s}
-}
 
 // rangeNames returns the names of the range partitions (not the default).
 func rangeNames(ps []pgstore.Partition) []string {
@@ -43,8 +30,8 @@ func rangeNames(ps []pgstore.Partition) []string {
 func TestPartitioned_MigrateCreatesDefaultCurrentAndAhead(t *testing.T) {
 	t.Parallel()
 	b := setupPartitioned(t, 24*time.Hour)
-	ctx := testCtx(t)
-	ps, err := b.store.Partitions(ctx)
+	ctx := pgstoretest.Context(t)
+	ps, err := b.Store.Partitions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +45,15 @@ func TestPartitioned_MigrateCreatesDefaultCurrentAndAhead(t *testing.T) {
 			t.Errorf("partition %d = %+v, want [%s, +1d) named by its date", i, p, from)
 		}
 	}
-	if d, err := b.store.PartitionInterval(ctx); err != nil || d != 24*time.Hour {
+	if d, err := b.Store.PartitionInterval(ctx); err != nil || d != 24*time.Hour {
 		t.Fatalf("PartitionInterval = %s, %v; want 24h", d, err)
 	}
 
 	// Idempotent, and the interval cannot change.
-	if err := b.store.Migrate(ctx); err != nil {
+	if err := b.Store.Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	other, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
+	other, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,17 +61,17 @@ func TestPartitioned_MigrateCreatesDefaultCurrentAndAhead(t *testing.T) {
 		t.Fatalf("Migrate with another interval = %v, want ErrPartitioning", err)
 	}
 	// A store without Partitioning keeps using (and migrating) it.
-	plain, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema})
+	plain, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := plain.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate without Partitioning: %v", err)
 	}
-	if created, err := b.store.EnsurePartitions(ctx, 0); err != nil || len(created) != 0 {
+	if created, err := b.Store.EnsurePartitions(ctx, 0); err != nil || len(created) != 0 {
 		t.Fatalf("EnsurePartitions on a complete set = %v, %v; want nothing created", created, err)
 	}
-	created, err := b.store.EnsurePartitions(ctx, 5)
+	created, err := b.Store.EnsurePartitions(ctx, 5)
 	if err != nil || len(created) != 2 {
 		t.Fatalf("EnsurePartitions(5) = %v, %v; want the two new days", created, err)
 	}
@@ -93,14 +80,14 @@ func TestPartitioned_MigrateCreatesDefaultCurrentAndAhead(t *testing.T) {
 func TestPartitioned_PlainTableIsNotPartitioned(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
-	if _, err := b.store.Partitions(ctx); !errors.Is(err, pgstore.ErrNotPartitioned) {
+	ctx := pgstoretest.Context(t)
+	if _, err := b.Store.Partitions(ctx); !errors.Is(err, pgstore.ErrNotPartitioned) {
 		t.Fatalf("Partitions = %v, want ErrNotPartitioned", err)
 	}
-	if _, err := b.store.EnsurePartitions(ctx, 0); !errors.Is(err, pgstore.ErrNotPartitioned) {
+	if _, err := b.Store.EnsurePartitions(ctx, 0); !errors.Is(err, pgstore.ErrNotPartitioned) {
 		t.Fatalf("EnsurePartitions = %v, want ErrNotPartitioned", err)
 	}
-	if d, err := b.store.PartitionInterval(ctx); err != nil || d != 0 {
+	if d, err := b.Store.PartitionInterval(ctx); err != nil || d != 0 {
 		t.Fatalf("PartitionInterval = %s, %v; want 0", d, err)
 	}
 }
@@ -120,10 +107,10 @@ func TestPartitioned_ConfigIsValidated(t *testing.T) {
 func TestPartitioned_DuplicateIDInAPartitionIsRejected(t *testing.T) {
 	t.Parallel()
 	b := setupPartitioned(t, 24*time.Hour)
-	m := msg("Order", "1")
-	b.enqueue(t, m)
-	ctx := testCtx(t)
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.store.Enqueue(ctx, tx, m) })
+	m := pgstoretest.Msg("Order", "1")
+	b.Enqueue(t, m)
+	ctx := pgstoretest.Context(t)
+	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(ctx, tx, m) })
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		t.Fatalf("second enqueue of %s = %v, want a unique violation", m.ID, err)
@@ -134,8 +121,8 @@ func TestPartitioned_DuplicateIDInAPartitionIsRejected(t *testing.T) {
 func TestPartitioned_EnqueueNotifiesAnIdleRelay(t *testing.T) {
 	t.Parallel()
 	b := setupPartitioned(t, time.Hour)
-	ch, _ := listen(t, b.store)
-	b.enqueue(t, msg("Order", "1"))
+	ch, _ := listen(t, b.Store)
+	b.Enqueue(t, pgstoretest.Msg("Order", "1"))
 	expectWake(t, ch, "enqueue into the partitioned table with a relay idle")
 }
 
@@ -146,22 +133,22 @@ func TestPartitioned_EnqueueNotifiesAnIdleRelay(t *testing.T) {
 func TestPartitioned_ConvertsATableWithRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	var old []outbox.Message
 	for i := range 6 {
-		old = append(old, msg("Order", []string{"a", "b", "c"}[i%3]))
+		old = append(old, pgstoretest.Msg("Order", []string{"a", "b", "c"}[i%3]))
 	}
-	oldSeqs := b.enqueue(t, old...)
-	c, err := b.store.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	oldSeqs := b.Enqueue(t, old...)
+	c, err := b.Store.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(c.Records) != 3 {
 		t.Fatalf("Claim = %d records, %v; want the 3 heads", len(c.Records), err)
 	}
-	if n, err := b.store.MarkSent(ctx, c.Token, []int64{c.Records[0].Seq}); err != nil || n != 1 {
+	if n, err := b.Store.MarkSent(ctx, c.Token, []int64{c.Records[0].Seq}); err != nil || n != 1 {
 		t.Fatalf("MarkSent = %d, %v", n, err)
 	}
 	// Records 1 and 2 stay IN_FLIGHT under c's lease across the change.
 
-	p, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Partitioning: pgstore.Partitioning{Interval: time.Hour, Ahead: 1}})
+	p, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema, Partitioning: pgstore.Partitioning{Interval: time.Hour, Ahead: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +166,7 @@ func TestPartitioned_ConvertsATableWithRows(t *testing.T) {
 	// Every index of the parent (the primary key and migrations 001, 003,
 	// 007 and 014's partial indexes) has its partition on the legacy table.
 	var parentIdx, attached int
-	if err := b.pool.QueryRow(ctx, `SELECT
+	if err := b.Pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM pg_index WHERE indrelid = 'outbox_messages'::regclass),
 		(SELECT count(*) FROM pg_index x JOIN pg_inherits i ON i.inhrelid = x.indexrelid
 		 WHERE x.indrelid = 'outbox_messages_legacy'::regclass)`).Scan(&parentIdx, &attached); err != nil {
@@ -198,8 +185,8 @@ func TestPartitioned_ConvertsATableWithRows(t *testing.T) {
 	if n, err := p.MarkSent(ctx, c.Token, []int64{c.Records[1].Seq, c.Records[2].Seq}); err != nil || n != 2 {
 		t.Fatalf("MarkSent of the pre-change claim = %d, %v; want 2", n, err)
 	}
-	fresh := msg("Order", "a")
-	b.enqueue(t, fresh)
+	fresh := pgstoretest.Msg("Order", "a")
+	b.Enqueue(t, fresh)
 	r, err := p.Get(ctx, fresh.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +205,7 @@ func TestPartitioned_ConvertsATableWithRows(t *testing.T) {
 		got[rec.ID.String()] = true
 	}
 	if len(c2.Records) != 3 || !got[old[3].ID.String()] || got[fresh.ID.String()] {
-		t.Fatalf("claim after partitioning = %v, want old[3..5] and not the newer message of aggregate a", seqsOf(c2.Records))
+		t.Fatalf("claim after partitioning = %v, want old[3..5] and not the newer message of aggregate a", pgstoretest.Seqs(c2.Records))
 	}
 }
 
@@ -228,22 +215,22 @@ func TestPartitioned_ConvertsATableWithRows(t *testing.T) {
 func TestPartitioned_RowsInTheDefaultPartitionAreMovedOut(t *testing.T) {
 	t.Parallel()
 	b := setupPartitioned(t, time.Hour)
-	ctx := testCtx(t)
-	m := msg("Order", "1")
-	b.enqueue(t, m)
-	before, err := b.store.Get(ctx, m.ID)
+	ctx := pgstoretest.Context(t)
+	m := pgstoretest.Msg("Order", "1")
+	b.Enqueue(t, m)
+	before, err := b.Store.Get(ctx, m.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Three days old: no partition covers it, so it moves to the default.
-	if _, err := b.pool.Exec(ctx, "UPDATE outbox_messages SET created_at = created_at - interval '3 days' WHERE id = $1", m.ID); err != nil {
+	if _, err := b.Pool.Exec(ctx, "UPDATE outbox_messages SET created_at = created_at - interval '3 days' WHERE id = $1", m.ID); err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM outbox_messages_default").Scan(&n); err != nil || n != 1 {
+	if err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM outbox_messages_default").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("default partition holds %d rows, %v; want 1", n, err)
 	}
-	created, err := b.store.EnsurePartitions(ctx, 0)
+	created, err := b.Store.EnsurePartitions(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,13 +238,13 @@ func TestPartitioned_RowsInTheDefaultPartitionAreMovedOut(t *testing.T) {
 	if len(created) != 1 || created[0] != want {
 		t.Fatalf("EnsurePartitions created %v, want [%s]", created, want)
 	}
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM outbox_messages_default").Scan(&n); err != nil || n != 0 {
+	if err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM outbox_messages_default").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("default partition holds %d rows after EnsurePartitions, %v; want 0", n, err)
 	}
-	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM "+want+" WHERE id = $1", m.ID).Scan(&n); err != nil || n != 1 {
+	if err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM "+want+" WHERE id = $1", m.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%s holds %d rows with the id, %v; want 1", want, n, err)
 	}
-	after, err := b.store.Get(ctx, m.ID)
+	after, err := b.Store.Get(ctx, m.ID)
 	if err != nil || after.Seq != before.Seq || after.Status != outbox.StatusPending {
 		t.Fatalf("after the move: %+v, %v; want seq %d PENDING", after, err, before.Seq)
 	}

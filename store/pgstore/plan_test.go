@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -89,11 +90,11 @@ func explainedPool(t *testing.T, schema string, log *planLog) *pgxpool.Pool {
 func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	var log planLog
 	// FullClaimInterval -1: every claim scans from seq 0 on this one
 	// connection, with no probe running beside it.
-	s, err := pgstore.New(explainedPool(t, b.schema, &log), pgstore.Config{Schema: b.schema, FullClaimInterval: -1})
+	s, err := pgstore.New(explainedPool(t, b.Schema, &log), pgstore.Config{Schema: b.Schema, FullClaimInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +116,9 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 	// The table grows (no ANALYZE, as with autovacuum not yet run).
 	msgs := make([]outbox.Message, 5000)
 	for i := range msgs {
-		msgs[i] = msg("Order", fmt.Sprint(i%1000))
+		msgs[i] = pgstoretest.Msg("Order", fmt.Sprint(i%1000))
 	}
-	if err := b.store.Enqueue(ctx, b.pool, msgs...); err != nil {
+	if err := b.Store.Enqueue(ctx, b.Pool, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	log.take()
@@ -129,7 +130,7 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 	if len(c.Records) != 10 {
 		t.Fatalf("claimed %d messages, want 10", len(c.Records))
 	}
-	seqs := seqsOf(c.Records)
+	seqs := pgstoretest.Seqs(c.Records)
 	if _, _, err := s.MarkSentAndClaim(ctx, c.Token, seqs[:5], p); err != nil {
 		t.Fatal(err)
 	}

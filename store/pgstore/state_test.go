@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -45,13 +46,13 @@ func TestMessageStates_OneDefinitionForEveryReader(t *testing.T) {
 // partitioned partitions the table after the first one.
 func (b *bundle) messagesInEveryState(t *testing.T, partitioned bool) map[uuid.UUID]wantState {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	want := map[uuid.UUID]wantState{}
-	first := msg("Order", "legacy")
-	b.enqueue(t, first)
+	first := pgstoretest.Msg("Order", "legacy")
+	b.Enqueue(t, first)
 	want[first.ID] = wantState{outbox.StatusPending, false}
 	if partitioned {
-		st, err := pgstore.New(b.pool, pgstore.Config{Schema: b.schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
+		st, err := pgstore.New(b.Pool, pgstore.Config{Schema: b.Schema, Partitioning: pgstore.Partitioning{Interval: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func (b *bundle) messagesInEveryState(t *testing.T, partitioned bool) map[uuid.U
 		}
 	}
 	var pos *int64
-	if err := b.pool.QueryRow(ctx, b.sql("SELECT {{schema}}.outbox_cursor_position()")).Scan(&pos); err != nil || pos != nil {
+	if err := b.Pool.QueryRow(ctx, b.SQL("SELECT {{schema}}.outbox_cursor_position()")).Scan(&pos); err != nil || pos != nil {
 		t.Fatalf("outbox_cursor_position() before cursor mode = %v, %v; want NULL", pos, err)
 	}
 	for _, c := range []struct {
@@ -77,24 +78,24 @@ func (b *bundle) messagesInEveryState(t *testing.T, partitioned bool) map[uuid.U
 		{"status = 'DEAD_LETTER', attempts = 5, last_error = 'boom'", outbox.StatusDeadLetter},
 		{"status = 'DISCARDED', discarded_at = now()", outbox.StatusDiscarded},
 	} {
-		m := msg("Order", uuid.NewString())
-		b.enqueue(t, m)
+		m := pgstoretest.Msg("Order", uuid.NewString())
+		b.Enqueue(t, m)
 		if c.set != "" {
-			b.exec(t, "UPDATE {{schema}}.outbox_messages SET "+c.set+" WHERE id = $1", m.ID)
+			b.Exec(t, "UPDATE {{schema}}.outbox_messages SET "+c.set+" WHERE id = $1", m.ID)
 		}
 		want[m.ID] = wantState{c.state, false}
 	}
-	if err := b.store.EnableCursor(ctx); err != nil {
+	if err := b.Store.EnableCursor(ctx); err != nil {
 		t.Fatal(err)
 	}
-	queued := []outbox.Message{msg("Order", "q1"), msg("Order", "q2"), msg("Order", "q3")}
-	seqs := b.enqueue(t, queued...)
+	queued := []outbox.Message{pgstoretest.Msg("Order", "q1"), pgstoretest.Msg("Order", "q2"), pgstoretest.Msg("Order", "q3")}
+	seqs := b.Enqueue(t, queued...)
 	// The leader published the first two and saved its position.
-	b.exec(t, "UPDATE {{schema}}.outbox_cursor SET position = $1", seqs[1])
+	b.Exec(t, "UPDATE {{schema}}.outbox_cursor SET position = $1", seqs[1])
 	want[queued[0].ID] = wantState{outbox.StatusSent, true}
 	want[queued[1].ID] = wantState{outbox.StatusSent, true}
 	want[queued[2].ID] = wantState{outbox.StatusPending, true}
-	if err := b.pool.QueryRow(ctx, b.sql("SELECT {{schema}}.outbox_cursor_position()")).Scan(&pos); err != nil || pos == nil || *pos != seqs[1] {
+	if err := b.Pool.QueryRow(ctx, b.SQL("SELECT {{schema}}.outbox_cursor_position()")).Scan(&pos); err != nil || pos == nil || *pos != seqs[1] {
 		t.Fatalf("outbox_cursor_position() = %v, %v; want %d", pos, err, seqs[1])
 	}
 	return want
@@ -104,7 +105,7 @@ func (b *bundle) messagesInEveryState(t *testing.T, partitioned bool) map[uuid.U
 // with every set of states against want.
 func (b *bundle) assertStates(t *testing.T, want map[uuid.UUID]wantState) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	got := b.states(t, "SELECT id, state, by_cursor FROM {{schema}}.outbox_message_states")
 	if !maps.Equal(got, want) {
 		t.Errorf("outbox_message_states = %v, want %v", got, want)
@@ -112,11 +113,11 @@ func (b *bundle) assertStates(t *testing.T, want map[uuid.UUID]wantState) {
 	counts := map[outbox.Status]int64{}
 	for id, w := range want {
 		counts[w.state]++
-		if r := b.get(t, id); r.Status != w.state {
+		if r := b.Get(t, id); r.Status != w.state {
 			t.Errorf("Store.Get(%s).Status = %s, want %s", id, r.Status, w.state)
 		}
 	}
-	stored, err := b.store.Counts(ctx)
+	stored, err := b.Store.Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func (b *bundle) assertStates(t *testing.T, want map[uuid.UUID]wantState) {
 // states reads id, state and by_cursor rows.
 func (b *bundle) states(t *testing.T, sql string) map[uuid.UUID]wantState {
 	t.Helper()
-	rows, err := b.pool.Query(testCtx(t), b.sql(sql))
+	rows, err := b.Pool.Query(pgstoretest.Context(t), b.SQL(sql))
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
@@ -186,15 +187,15 @@ func (b *bundle) states(t *testing.T, sql string) map[uuid.UUID]wantState {
 func TestCursorState_ReadsTheCursor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := testCtx(t)
+	ctx := pgstoretest.Context(t)
 	var n int
-	if err := b.pool.QueryRow(ctx, b.sql("SELECT count(*) FROM {{schema}}.outbox_cursor_state()")).Scan(&n); err != nil || n != 0 {
+	if err := b.Pool.QueryRow(ctx, b.SQL("SELECT count(*) FROM {{schema}}.outbox_cursor_state()")).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("outbox_cursor_state() before cursor mode: %d rows, %v; want none", n, err)
 	}
-	if err := b.store.EnableCursor(ctx); err != nil {
+	if err := b.Store.EnableCursor(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.exec(t, `UPDATE {{schema}}.outbox_cursor SET position = 7, lease_owner = 'relay-a',
+	b.Exec(t, `UPDATE {{schema}}.outbox_cursor SET position = 7, lease_owner = 'relay-a',
 		lease_expires_at = now() + interval '30 seconds', handled_head = 9, unhandled_lo = '{8}', unhandled_hi = '{8}'`)
 	var (
 		active, leading bool
@@ -202,7 +203,7 @@ func TestCursorState_ReadsTheCursor(t *testing.T) {
 		owner           string
 		ranges          int
 	)
-	err := b.pool.QueryRow(ctx, b.sql(`SELECT active, position, lease_owner, leading_now, handled_head, unhandled_ranges
+	err := b.Pool.QueryRow(ctx, b.SQL(`SELECT active, position, lease_owner, leading_now, handled_head, unhandled_ranges
 		FROM {{schema}}.outbox_cursor_state()`)).Scan(&active, &position, &owner, &leading, &head, &ranges)
 	if err != nil || !active || position != 7 || owner != "relay-a" || !leading || head != 9 || ranges != 1 {
 		t.Errorf("outbox_cursor_state() = active %v, position %d, owner %q, leading %v, head %d, ranges %d, %v; "+

@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"slices"
 	"testing"
+
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 )
 
 // Migration 009: the hot table carries the storage settings that keep
@@ -11,8 +13,8 @@ func TestMigrate_SetsHotTableStorage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var opts []string
-	err := b.pool.QueryRow(testCtx(t), "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass",
-		b.schema+".outbox_messages").Scan(&opts)
+	err := b.Pool.QueryRow(pgstoretest.Context(t), "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass",
+		b.Schema+".outbox_messages").Scan(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
