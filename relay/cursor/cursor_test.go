@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/internal/pgstoretest"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/relay/cursor"
 	"github.com/outbox-dev/outbox/relay/strategy"
@@ -21,17 +22,9 @@ import (
 // when cursorMode.
 func outboxIn(t *testing.T, cursorMode bool) *pgstore.Store {
 	t.Helper()
-	pool, schema := pgtest.Schema(t)
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := pgstoretest.Setup(t).Store
 	if cursorMode {
-		if err := st.EnableCursor(ctx); err != nil {
+		if err := st.EnableCursor(pgstoretest.Context(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,14 +44,6 @@ func enqueue(t *testing.T, st *pgstore.Store, pool *pgxpool.Pool, ids ...string)
 	}
 }
 
-func claimSeqs(c store.Claim) []int64 {
-	var seqs []int64
-	for _, r := range c.Records {
-		seqs = append(seqs, r.Seq)
-	}
-	return seqs
-}
-
 // The leader marks in memory: MarkSent with next marks alone, without
 // lingering, and returns no claim. A standby's MarkSent with next lingers,
 // then marks its table-path messages and claims the next batch in one call.
@@ -76,9 +61,9 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 	enqueue(t, st, pool, "1", "2")
 	c, err := leader.Claim(ctx, p)
 	if err != nil || len(c.Records) != 2 {
-		t.Fatalf("the leader's claim = %v, %v; want both messages", claimSeqs(c), err)
+		t.Fatalf("the leader's claim = %v, %v; want both messages", pgstoretest.Seqs(c.Records), err)
 	}
-	n, claimed, err := leader.MarkSent(ctx, c.Token, claimSeqs(c), next)
+	n, claimed, err := leader.MarkSent(ctx, c.Token, pgstoretest.Seqs(c.Records), next)
 	if err != nil || n != 2 || claimed != nil || lingered != 0 {
 		t.Fatalf("the leader's MarkSent = %d, %v, %v, lingered %d times; want 2 marked in memory, no claim, no linger",
 			n, claimed, err, lingered)
@@ -100,7 +85,7 @@ func TestStrategy_MarkSentClaimsWithTheMarkUnlessTheLeaderMarksInMemory(t *testi
 			t.Fatal("the standby claimed nothing from the table path")
 		}
 	}
-	n, claimed, err = standby.MarkSent(ctx, table.Token, claimSeqs(table), next)
+	n, claimed, err = standby.MarkSent(ctx, table.Token, pgstoretest.Seqs(table.Records), next)
 	if err != nil || n != int64(len(table.Records)) || claimed == nil || lingered != 1 {
 		t.Fatalf("the standby's MarkSent = %d, %v, %v, lingered %d times; want %d marked, a claim, one linger",
 			n, claimed, err, lingered, len(table.Records))
@@ -134,7 +119,7 @@ func TestStrategy_RefusesAnOutboxInClaimMode(t *testing.T) {
 	p := store.ClaimParams{Owner: "A", Limit: 10, Lease: time.Minute}
 	s := cursor.New(st)
 	if c, err := s.Claim(ctx, p); !errors.Is(err, pgstore.ErrNotCursorMode) || len(c.Records) != 0 {
-		t.Errorf("Claim in claim mode = %v, %v; want ErrNotCursorMode", claimSeqs(c), err)
+		t.Errorf("Claim in claim mode = %v, %v; want ErrNotCursorMode", pgstoretest.Seqs(c.Records), err)
 	}
 	_, claimed, err := s.MarkSent(ctx, [16]byte{1}, []int64{1}, &strategy.Next{Params: p, Linger: func() bool { return true }})
 	if !errors.Is(err, pgstore.ErrNotCursorMode) || claimed != nil {
