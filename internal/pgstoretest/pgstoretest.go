@@ -6,8 +6,9 @@
 // mark sent on a Queue, a [RecordingSink] for relays, and the
 // storetest.Harness of a Bundle ([Bundle.Harness]).
 //
-// It imports store/pgstore and relay/cursor, so only their external test
-// packages (pgstore_test, cursor_test) may use it.
+// It imports store/pgstore and relay/cursor: the internal tests of those
+// two packages (package pgstore, package cursor) cannot use it, their
+// external test packages (pgstore_test, cursor_test) can.
 package pgstoretest
 
 import (
