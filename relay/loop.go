@@ -2,8 +2,11 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/outbox-dev/outbox/relay/strategy"
 )
 
 // maxQuietPoll caps the delay between the poller's claims during
@@ -97,8 +100,9 @@ type worker struct {
 // with the last mark, or a new claim. While the broker is unreachable (the relay's
 // failure.Pause) it gives a batch claimed before that was known back,
 // rather than let its lease run down, and waits; after a failed claim it
-// waits dbWaitMin, doubling up to dbWaitMax. It reports false when the
-// relay stops.
+// waits dbWaitMin, doubling up to dbWaitMax. A claim that returns a
+// strategy.StopError stops the relay with its cause. It reports false when
+// the relay stops.
 func (w *worker) take() (*batch, bool) {
 	r := w.r
 	for !r.stopping.Closed() {
@@ -114,6 +118,10 @@ func (w *worker) take() (*batch, bool) {
 		if b == nil {
 			var err error
 			if b, err = r.claim(); err != nil {
+				if stop, ok := errors.AsType[*strategy.StopError](err); ok {
+					r.stopWith(stop.Err)
+					return nil, false
+				}
 				w.dbWait = min(max(2*w.dbWait, dbWaitMin), dbWaitMax)
 				r.claimFailed(err, w.dbWait)
 				if !r.stopping.Sleep(w.dbWait) {

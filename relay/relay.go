@@ -37,6 +37,9 @@ type Relay struct {
 	// notMigrated holds while claims fail for missing tables.
 	notMigrated condlog.Condition
 
+	mu    sync.Mutex
+	cause error // why a strategy stopped the relay (strategy.StopError), or nil
+
 	run      lifecycle.Run     // Start runs once
 	stopping *lifecycle.Signal // closed when Stop is called: claim no more
 	sendCtx  context.Context
@@ -140,8 +143,9 @@ func (r *Relay) closeStrategy() {
 // Stop stops claiming, waits up to Config.ShutdownTimeout for the acks of
 // batches in flight (marking them), then cancels what is left and releases
 // its leases. It returns when every worker has finished and the listening
-// connection is closed, or with ctx's error if ctx ends first. Calling it again, or on a relay that never
-// started, is safe.
+// connection is closed: nil, or the strategy's cause when the strategy
+// stopped the relay (see Err); or ctx's error if ctx ends first. Calling
+// it again, or on a relay that never started, is safe.
 func (r *Relay) Stop(ctx context.Context) error {
 	if !r.run.Stop(r.stopping) {
 		return nil
@@ -154,19 +158,49 @@ func (r *Relay) Stop(ctx context.Context) error {
 		return err
 	}
 	r.log.Info("relay stopped")
-	return nil
+	return r.Err()
+}
+
+// stopWith stops the relay as Stop does, with err as the cause that Err,
+// Stop and Run return: a strategy's Claim returned a strategy.StopError.
+func (r *Relay) stopWith(err error) {
+	r.mu.Lock()
+	if r.cause == nil {
+		r.cause = err
+		r.log.Error("the strategy stopped the relay", slog.Any("error", err))
+	}
+	r.mu.Unlock()
+	r.stopping.Close()
+}
+
+// Err returns why the strategy stopped the relay (the Err of the
+// strategy.StopError its Claim returned), or nil. It is valid once Stopped
+// is closed.
+func (r *Relay) Err() error {
+	select {
+	case <-r.done:
+	default:
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
 }
 
 // Stopped returns a channel closed when the relay has stopped.
 func (r *Relay) Stopped() <-chan struct{} { return r.done }
 
-// Run starts the relay and blocks until ctx is done, then stops it
-// gracefully. It returns nil after a clean stop.
+// Run starts the relay and blocks until ctx is done or the strategy stops
+// it, then stops it gracefully. It returns nil after a clean stop, and
+// the strategy's cause (see Err) when the strategy stopped it.
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.Start(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-r.stopping.C():
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
 	defer cancel()
 	return r.Stop(stopCtx)

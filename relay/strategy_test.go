@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -231,4 +232,59 @@ func TestRelay_StrategyWithoutWakeups_Polls(t *testing.T) {
 	eventually(t, 10*time.Second, "the message published", func() bool {
 		return slices.Contains(whats(st.snapshot()), "Published")
 	})
+}
+
+// stoppingStrategy claims nothing, then, from its second claim on, stops
+// the relay with cause.
+type stoppingStrategy struct {
+	fakeStrategy
+	cause  error
+	claims int
+}
+
+func (s *stoppingStrategy) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
+	s.mu.Lock()
+	s.claims++
+	n := s.claims
+	s.mu.Unlock()
+	if n > 1 {
+		return store.Claim{}, fmt.Errorf("reading the source: %w", strategy.Stop(s.cause))
+	}
+	return s.fakeStrategy.Claim(ctx, p)
+}
+
+// A strategy whose Claim returns a strategy.StopError stops the relay:
+// Run returns the cause, Err reports it, the strategy is closed, and no
+// claim follows.
+func TestRelay_StrategyStopErrorStopsTheRelayWithItsCause(t *testing.T) {
+	cause := errors.New("replication slot lost")
+	s := &stoppingStrategy{cause: cause}
+	r, err := relay.New(relay.Config{Strategy: s, Sink: &fakeSink{}, PollInterval: 5 * time.Millisecond,
+		Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, cause) {
+		t.Fatalf("Run = %v; want the strategy's cause", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run returned only when its context ended, not when the strategy stopped")
+	}
+	if err := r.Err(); !errors.Is(err, cause) {
+		t.Errorf("Err = %v; want the strategy's cause", err)
+	}
+	s.mu.Lock()
+	claims := s.claims
+	s.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claims != claims {
+		t.Errorf("%d claims after the relay stopped; want none", s.claims-claims)
+	}
+	if !slices.ContainsFunc(s.events, func(e event) bool { return e.what == "Close" }) {
+		t.Errorf("the strategy was not closed: %v", s.events)
+	}
 }

@@ -72,3 +72,19 @@ type Next struct {
 	// only marks. It waits once: a second call returns at once. Not nil.
 	Linger func() bool
 }
+
+// StopError is returned, wrapped or not, by a strategy's Claim when the
+// strategy cannot go on (its source of messages is gone, or the outbox
+// left the strategy's mode for good): the relay then stops as Stop does,
+// and Err, Stop and Run return Err. Create it with [Stop].
+type StopError struct {
+	// Err is why the strategy stopped.
+	Err error
+}
+
+func (e *StopError) Error() string { return "strategy stopped: " + e.Err.Error() }
+
+func (e *StopError) Unwrap() error { return e.Err }
+
+// Stop returns err as a StopError, for a Claim that ends the relay.
+func Stop(err error) error { return &StopError{Err: err} }
