@@ -109,38 +109,8 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 			return ct, err
 		}
 	}
-	if history > 0 {
-		status := "SENT"
-		switch {
-		case r.cfg.Cursor:
-			// Sent history in cursor mode: QUEUED rows the cursor passed.
-			status = "QUEUED"
-		case table == tableJustMarked:
-			status = "PENDING"
-		}
-		payload := r.message([16]byte{}, "history").Payload
-		for from := 1; from <= history; from += historyChunk {
-			to := min(from+historyChunk-1, history)
-			if _, err := s.exec(ctx, "load_rows.sql", from, to, status, r.cfg.Topic, payload); err != nil {
-				return ct, err
-			}
-			r.prog.printf("%s: loaded %d of %d history rows as %s", tag, to, history, status)
-		}
-		if err := s.analyze(ctx); err != nil {
-			return ct, err
-		}
-		switch {
-		case r.cfg.Cursor:
-			// "Just marked" in cursor mode: the position moved past the
-			// history in one statement, which leaves no dead row versions.
-			if _, err := s.exec(ctx, "cursor_pass.sql"); err != nil {
-				return ct, err
-			}
-		case table == tableJustMarked:
-			if err := r.markAll(ctx, s, tag); err != nil {
-				return ct, err
-			}
-		}
+	if err := r.loadHistory(ctx, s, tag, table, history); err != nil {
+		return ct, err
 	}
 	if err := s.loadBacklog(ctx, pending, pending, tag); err != nil {
 		return ct, err
@@ -168,34 +138,85 @@ func (r *runner) claimScenario(ctx context.Context, tag string, table claimTable
 	}
 	ts := r.relayQueue(st)
 
+	times, err := r.timeClaims(ctx, ts, p, tag)
+	if err != nil {
+		return ct, err
+	}
+	ct.FirstMs = ms(times[0])
+	lat := latencyOf(times)
+	ct.P50Ms, ct.P99Ms, ct.MaxMs = lat.P50Ms, lat.P99Ms, lat.MaxMs
+	return ct, nil
+}
+
+// loadHistory loads history rows (none when history is 0) into s's table
+// as table needs them: SENT, or in cursor mode QUEUED rows the cursor
+// passed; for tableJustMarked PENDING rows then marked SENT at once.
+func (r *runner) loadHistory(ctx context.Context, s *scenario, tag string, table claimTable, history int) error {
+	if history == 0 {
+		return nil
+	}
+	status := "SENT"
+	switch {
+	case r.cfg.Cursor:
+		// Sent history in cursor mode: QUEUED rows the cursor passed.
+		status = "QUEUED"
+	case table == tableJustMarked:
+		status = "PENDING"
+	}
+	payload := r.message([16]byte{}, "history").Payload
+	for from := 1; from <= history; from += historyChunk {
+		to := min(from+historyChunk-1, history)
+		if _, err := s.exec(ctx, "load_rows.sql", from, to, status, r.cfg.Topic, payload); err != nil {
+			return err
+		}
+		r.prog.printf("%s: loaded %d of %d history rows as %s", tag, to, history, status)
+	}
+	if err := s.analyze(ctx); err != nil {
+		return err
+	}
+	switch {
+	case r.cfg.Cursor:
+		// "Just marked" in cursor mode: the position moved past the
+		// history in one statement, which leaves no dead row versions.
+		if _, err := s.exec(ctx, "cursor_pass.sql"); err != nil {
+			return err
+		}
+	case table == tableJustMarked:
+		if err := r.markAll(ctx, s, tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeClaims times r.cfg.Claims claims from q, marking each batch sent
+// before the next claim, and returns the claims' times.
+func (r *runner) timeClaims(ctx context.Context, q queue, p store.ClaimParams, tag string) ([]time.Duration, error) {
 	times := make([]time.Duration, 0, r.cfg.Claims)
 	seqs := make([]int64, 0, r.cfg.Relay.BatchSize)
 	for i := range r.cfg.Claims {
 		t0 := time.Now()
-		c, err := ts.Claim(ctx, p)
+		c, err := q.Claim(ctx, p)
 		d := time.Since(t0)
 		if err != nil {
-			return ct, fmt.Errorf("claim %d: %w", i+1, err)
+			return nil, fmt.Errorf("claim %d: %w", i+1, err)
 		}
 		if len(c.Records) == 0 {
-			return ct, fmt.Errorf("claim %d of %d found nothing to claim", i+1, r.cfg.Claims)
+			return nil, fmt.Errorf("claim %d of %d found nothing to claim", i+1, r.cfg.Claims)
 		}
 		times = append(times, d)
 		seqs = seqs[:0]
 		for _, rec := range c.Records {
 			seqs = append(seqs, rec.Seq)
 		}
-		if _, err := ts.MarkSent(ctx, c.Token, seqs); err != nil {
-			return ct, fmt.Errorf("mark after claim %d: %w", i+1, err)
+		if _, err := q.MarkSent(ctx, c.Token, seqs); err != nil {
+			return nil, fmt.Errorf("mark after claim %d: %w", i+1, err)
 		}
 		if i%20 == 0 {
 			r.prog.printf("%s: claim %d of %d took %.1f ms", tag, i+1, r.cfg.Claims, ms(d))
 		}
 	}
-	ct.FirstMs = ms(times[0])
-	lat := latencyOf(times)
-	ct.P50Ms, ct.P99Ms, ct.MaxMs = lat.P50Ms, lat.P99Ms, lat.MaxMs
-	return ct, nil
+	return times, nil
 }
 
 // warmClaims prepares the relay's statements on both connections of pool

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/outbox-dev/outbox/metrics"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/cdc"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -187,41 +189,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	// The metrics' hooks exist once the admin endpoint runs, which needs the
 	// relay (for the slot's lag); the relay calls them only after Run.
 	var hooks relay.Hooks
-	r, err := cdc.New(cdc.Config{
-		Pool:                  pool,
-		Sink:                  snk,
-		ConnString:            a.databaseURL,
-		Schema:                a.schema,
-		Slot:                  cf.slot,
-		Publication:           cf.publication,
-		RecreateSlot:          cf.recreateSlot,
-		Cleanup:               cleanup,
-		ID:                    rf.id,
-		BatchSize:             rf.batchSize,
-		MaxInFlight:           cf.maxInFlight,
-		MaxInFlightBytes:      cf.maxInFlightB,
-		PublishTimeout:        rf.publishTimeout,
-		TablePathInterval:     rf.pollInterval,
-		Lease:                 rf.lease,
-		MaxAttempts:           rf.maxAttempts,
-		RetryBase:             rf.retryBase,
-		RetryMax:              rf.retryMax,
-		UnavailableBackoffMax: rf.unavailableBackoffMax,
-		ShutdownTimeout:       rf.shutdownTimeout,
-		Logger:                a.logger,
-		Hooks: cdc.Hooks{
-			Published: func(rec outbox.Record, since time.Duration) {
-				if hooks.Published != nil {
-					hooks.Published(rec, since)
-				}
-			},
-			Failed: func(rec outbox.Record, err error, dead bool) {
-				if hooks.Failed != nil {
-					hooks.Failed(rec, err, dead)
-				}
-			},
-		},
-	})
+	r, err := cdc.New(a.cdcConfig(rf, cf, cleanup, pool, snk, &hooks))
 	if err != nil {
 		return cdcConfigError(err)
 	}
@@ -268,6 +236,46 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	}
 	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
+}
+
+// cdcConfig returns the cdc.Config for the flags, with pool and sink. Its
+// hooks call *hooks, which the admin endpoint fills in once it runs.
+func (a *app) cdcConfig(rf *relayFlags, cf *cdcFlags, cleanup cdc.Cleanup, pool *pgxpool.Pool, snk sink.Sink, hooks *relay.Hooks) cdc.Config {
+	return cdc.Config{
+		Pool:                  pool,
+		Sink:                  snk,
+		ConnString:            a.databaseURL,
+		Schema:                a.schema,
+		Slot:                  cf.slot,
+		Publication:           cf.publication,
+		RecreateSlot:          cf.recreateSlot,
+		Cleanup:               cleanup,
+		ID:                    rf.id,
+		BatchSize:             rf.batchSize,
+		MaxInFlight:           cf.maxInFlight,
+		MaxInFlightBytes:      cf.maxInFlightB,
+		PublishTimeout:        rf.publishTimeout,
+		TablePathInterval:     rf.pollInterval,
+		Lease:                 rf.lease,
+		MaxAttempts:           rf.maxAttempts,
+		RetryBase:             rf.retryBase,
+		RetryMax:              rf.retryMax,
+		UnavailableBackoffMax: rf.unavailableBackoffMax,
+		ShutdownTimeout:       rf.shutdownTimeout,
+		Logger:                a.logger,
+		Hooks: cdc.Hooks{
+			Published: func(rec outbox.Record, since time.Duration) {
+				if hooks.Published != nil {
+					hooks.Published(rec, since)
+				}
+			},
+			Failed: func(rec outbox.Record, err error, dead bool) {
+				if hooks.Failed != nil {
+					hooks.Failed(rec, err, dead)
+				}
+			},
+		},
+	}
 }
 
 // cdcConfigError points a cdc.New error at the flag that sets the field it
