@@ -13,8 +13,8 @@ import (
 // ErrNotClaimMode is wrapped by the errors of [Store.Claim] and
 // [Store.MarkSentAndClaim] when the outbox is in cursor mode: its new
 // messages are QUEUED, for the leader of the cursor strategy (package
-// relay/cursor) to read, and no claim finds them. The message says so and what to do. Test for it with
-// errors.Is.
+// relay/cursor) to read, and no claim finds them. The message says so and
+// what to do. Test for it with errors.Is.
 var ErrNotClaimMode = errors.New("pgstore: not in claim mode")
 
 // modeCheckInterval is how often a Store's claims check whether cursor
