@@ -76,6 +76,12 @@ type Failure struct {
 	CountAttempt bool
 	// Dead moves the message to DEAD_LETTER instead of FAILED.
 	Dead bool
+	// Unavailable is true when the broker could not be reached: nobody's
+	// fault, and the relay pauses as a whole. A store records it like any
+	// other failure (FAILED, due after Delay, no attempt counted); a
+	// strategy that holds its messages in memory (CDC) gives the message
+	// back to be published again after the pause instead.
+	Unavailable bool
 }
 
 // Queue is what the relay needs from a store.

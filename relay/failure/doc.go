@@ -17,7 +17,9 @@
 //   - An unreachable broker ([sink.ErrUnavailable]) is not the message's
 //     fault either: no attempt is counted, and the whole relay pauses (a
 //     [Pause]: 500 ms, doubling up to a maximum while the broker stays
-//     unreachable, ended by the next success).
+//     unreachable, ended by the next success). Its [store.Failure] says
+//     Unavailable, so that a strategy holding the message in memory gives
+//     it back instead of recording it.
 //
 // [Policy.Decide] turns a failed publish into the [store.Failure] a store
 // records; a [Reporter] logs it and calls the relay's Failed hook.

@@ -43,19 +43,20 @@ func TestPolicy_DecideEachClass(t *testing.T) {
 		err            error
 		count, dead    bool
 		minDel, maxDel time.Duration
+		unavailable    bool
 	}{
-		{"retriable, first attempt", record(0), retriable, true, false, time.Second, 2 * time.Second},
-		{"retriable, third attempt", record(2), retriable, true, false, 4 * time.Second, 8 * time.Second},
-		{"retriable, the attempt below the limit, capped at RetryMax", record(3), retriable, true, false, 5 * time.Second, 10 * time.Second},
-		{"retriable, the attempt that reaches the limit", record(4), retriable, true, true, 5 * time.Second, 10 * time.Second},
-		{"retriable, past the limit", record(7), retriable, true, true, 5 * time.Second, 10 * time.Second},
-		{"permanent: dead at once", record(0), permanent, true, true, 0, 0},
-		{"invalid record: dead at once whatever the error", invalid, retriable, true, true, 0, 0},
-		{"topic unavailable: half the time it has been, no attempt", record(3), topic, false, false, 4 * time.Second, 5 * time.Second},
+		{"retriable, first attempt", record(0), retriable, true, false, time.Second, 2 * time.Second, false},
+		{"retriable, third attempt", record(2), retriable, true, false, 4 * time.Second, 8 * time.Second, false},
+		{"retriable, the attempt below the limit, capped at RetryMax", record(3), retriable, true, false, 5 * time.Second, 10 * time.Second, false},
+		{"retriable, the attempt that reaches the limit", record(4), retriable, true, true, 5 * time.Second, 10 * time.Second, false},
+		{"retriable, past the limit", record(7), retriable, true, true, 5 * time.Second, 10 * time.Second, false},
+		{"permanent: dead at once", record(0), permanent, true, true, 0, 0, false},
+		{"invalid record: dead at once whatever the error", invalid, retriable, true, true, 0, 0, false},
+		{"topic unavailable: half the time it has been, no attempt", record(3), topic, false, false, 4 * time.Second, 5 * time.Second, false},
 		{"topic unavailable without a time: the least delay", record(0), fmt.Errorf("%w: x", sink.ErrTopicUnavailable), false, false,
-			sink.MinTopicRetryDelay, sink.MinTopicRetryDelay},
-		{"broker unavailable: the pause, no attempt", record(9), unavailable, false, false, failure.PauseStart, failure.PauseStart},
-		{"deadline exceeded counts as unavailable", record(0), context.DeadlineExceeded, false, false, failure.PauseStart, failure.PauseStart},
+			sink.MinTopicRetryDelay, sink.MinTopicRetryDelay, false},
+		{"broker unavailable: the pause, no attempt", record(9), unavailable, false, false, failure.PauseStart, failure.PauseStart, true},
+		{"deadline exceeded counts as unavailable", record(0), context.DeadlineExceeded, false, false, failure.PauseStart, failure.PauseStart, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 50 { // the jitter is random
@@ -63,8 +64,9 @@ func TestPolicy_DecideEachClass(t *testing.T) {
 				if f.Seq != tc.rec.Seq || f.Error != tc.err.Error() {
 					t.Fatalf("seq %d, error %q; want %d, %q", f.Seq, f.Error, tc.rec.Seq, tc.err.Error())
 				}
-				if f.CountAttempt != tc.count || f.Dead != tc.dead {
-					t.Fatalf("count %t, dead %t; want %t, %t", f.CountAttempt, f.Dead, tc.count, tc.dead)
+				if f.CountAttempt != tc.count || f.Dead != tc.dead || f.Unavailable != tc.unavailable {
+					t.Fatalf("count %t, dead %t, unavailable %t; want %t, %t, %t",
+						f.CountAttempt, f.Dead, f.Unavailable, tc.count, tc.dead, tc.unavailable)
 				}
 				if !tc.dead && (f.Delay < tc.minDel || f.Delay > tc.maxDel) {
 					t.Fatalf("delay %s; want within [%s, %s]", f.Delay, tc.minDel, tc.maxDel)

@@ -55,6 +55,7 @@ func (p Policy) Decide(rec outbox.Record, err error, now time.Time) store.Failur
 	case sink.TopicUnavailable:
 		f.Delay = sink.TopicRetryDelay(err, now)
 	case sink.Unavailable:
+		f.Unavailable = true
 		f.Delay = PauseStart
 		if p.Pause != nil {
 			f.Delay = p.Pause.Next(now)
