@@ -30,7 +30,7 @@ func (r *Relay) heartbeat() {
 	r.log.Debug("heartbeat", slog.String("lsn", lsn))
 }
 
-// outcome collects what happens to a batch's messages.
+// outcome is what one record (record.sql) records.
 type outcome struct {
 	sent      []outbox.Record
 	failed    []decided
@@ -148,177 +148,32 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 	return nil
 }
 
-// publish sends run's messages in waves: wave k holds the k-th message of
-// each aggregate in the batch, so that no publish call holds two messages
-// of one aggregate. A message goes out only once the previous message of
-// its aggregate (in this batch or an earlier one still in flight) was
-// acknowledged; if that one was not (its publish failed, or it was
-// deferred), the message is deferred too, and the table path sends it in
-// order. A failed publish that counts as an attempt is recorded as FAILED
-// or DEAD_LETTER; the table path retries it as the polling relay would.
-// While the broker is unavailable the batch waits out the relay's pause
-// (one failure.Pause for every batch in flight) and retries, counting
-// nothing (the batches behind it wait, within the in-flight bounds).
-// publish returns errStopped when the relay stops or the pipeline ends
-// before every message was resolved.
-func (r *Relay) publish(ctx context.Context, run *batchRun) error {
-	var waves [][]int
-	count := map[aggregate]int{}
-	for i, rec := range run.recs {
-		k := count[aggOf(rec)]
-		count[aggOf(rec)]++
-		if k == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[k] = append(waves[k], i)
-	}
-	for _, wave := range waves {
-		pending := wave
-		for len(pending) > 0 {
-			var ready, waiting []int
-			for _, i := range pending {
-				if prev := run.prevs[i]; prev == nil || prev.isDone() {
-					ready = append(ready, i)
-				} else {
-					waiting = append(waiting, i)
-				}
-			}
-			if len(ready) == 0 {
-				select {
-				case <-run.prevs[waiting[0]].done:
-				case <-ctx.Done():
-					return errStopped
-				case <-r.stopping.C():
-					if r.sendCtx.Err() != nil {
-						return errStopped
-					}
-					// Wait on: the batch before finishes within the shutdown
-					// timeout, or is cancelled.
-					select {
-					case <-run.prevs[waiting[0]].done:
-					case <-ctx.Done():
-						return errStopped
-					case <-r.sendCtx.Done():
-						return errStopped
-					}
-				}
-				continue
-			}
-			var todo []int
-			for _, i := range ready {
-				if prev := run.prevs[i]; prev != nil && !prev.sent {
-					run.out.deferred = append(run.out.deferred, run.recs[i])
-					run.own[i].resolve(false)
-					continue
-				}
-				todo = append(todo, i)
-			}
-			if err := r.publishWave(ctx, run, todo); err != nil {
-				return err
-			}
-			pending = waiting
-		}
-	}
-	return nil
-}
-
-// publishWave publishes the messages run.recs[todo] (one per aggregate)
-// until each was acknowledged or failed for good, retrying while the broker
-// is unavailable (awaitBroker). A wave that the broker answered in full
-// ends the relay's pause.
-func (r *Relay) publishWave(ctx context.Context, run *batchRun, todo []int) error {
-	for len(todo) > 0 {
-		if r.stopping.Closed() && r.sendCtx.Err() != nil {
-			return errStopped
-		}
-		errs := r.publishRecs(run, todo)
-		if r.aborted.Load() {
-			return errStopped
-		}
-		again, lastErr := r.settleWave(run, todo, errs)
-		if len(again) == 0 {
-			r.policy.Pause.Reset()
-			return nil
-		}
-		if r.stopping.Closed() || !r.awaitBroker(ctx, lastErr, len(again)) {
-			return errStopped
-		}
-		todo = again
-	}
-	return nil
-}
-
-// publishRecs publishes run.recs[todo] and returns one error per message.
-func (r *Relay) publishRecs(run *batchRun, todo []int) []error {
-	recs := make([]outbox.Record, len(todo))
-	for j, i := range todo {
-		recs[j] = run.recs[i]
-	}
-	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
-	defer cancel()
-	errs, bug := failure.SinkResults(r.cfg.Sink.Publish(ctx, recs), len(recs))
-	if bug != nil {
-		r.log.Error("sink bug; the stream waits as for an unreachable broker", slog.Any("error", bug))
-	}
-	return errs
-}
-
-// settleWave resolves the messages run.recs[todo] by their publish's
-// errors (errs, index by index): acknowledged, or failed as the relay's
-// policy decides. It returns those that found the broker unreachable, to
-// publish again, and the last such error.
-func (r *Relay) settleWave(run *batchRun, todo []int, errs []error) (again []int, lastErr error) {
-	for j, i := range todo {
-		rec, err := run.recs[i], errs[j]
-		switch {
-		case err == nil:
-			run.out.sent = append(run.out.sent, rec)
-			run.own[i].resolve(true)
-		case sink.Classify(err) == sink.Unavailable:
-			again = append(again, i)
-			lastErr = err
-		default:
-			// A message that failed waits on the table path, which retries
-			// it as the polling relay would; other aggregates keep
-			// streaming.
-			run.out.failed = append(run.out.failed, r.decide(rec, err))
-			run.own[i].resolve(false)
-		}
-	}
-	return again, lastErr
-}
-
-// awaitBroker waits while the broker is unreachable: n messages just found
-// it so (lastErr), which starts or lengthens the relay's pause, and the
-// wave waits until the pause is over, whichever batch lengthened it
-// meanwhile. It reports false on stop or when ctx ends.
-func (r *Relay) awaitBroker(ctx context.Context, lastErr error, n int) bool {
-	d := r.policy.Pause.Next(time.Now())
-	r.log.Warn("broker unavailable; the stream waits", slog.Any("error", lastErr),
-		slog.Int("messages", n), slog.Duration("retry_in", d))
-	for d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.stopping.C():
-			t.Stop()
-			return false
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-		d = r.policy.Pause.Remaining(time.Now())
-	}
-	return true
-}
-
 // permanent marks err as a permanent failure.
 func permanent(err error) error { return fmt.Errorf("%w: %w", sink.ErrPermanent, err) }
 
+// outcomeOf is out as record's outcome.
+func outcomeOf(out toRecord) *outcome {
+	o := &outcome{deferAggs: map[aggregate]string{}}
+	for _, e := range out.sent {
+		o.sent = append(o.sent, e.rec)
+	}
+	for _, e := range out.failed {
+		o.failed = append(o.failed, decided{rec: e.rec, err: e.err, f: e.failure})
+	}
+	for _, e := range out.deferred {
+		o.deferred = append(o.deferred, e.rec)
+	}
+	return o
+}
+
+// recordOut records what a change of the ledger leaves to record (the
+// recorder's statement).
+func (r *Relay) recordOut(out toRecord) error { return r.record(outcomeOf(out)) }
+
 // record records an outcome in one statement (record.sql): failures,
-// deferred aggregates, and the SENT marks (or deletes). Only then are the
-// batches' end positions confirmed. If it fails, the session ends and the
-// next one reads the batches again.
+// deferred aggregates, and the SENT marks (or deletes). Only then may the
+// position move over its messages. If it fails, the session ends and the
+// next one reads them again.
 func (r *Relay) record(out *outcome) error {
 	for _, f := range out.failed {
 		out.deferAggs[aggOf(f.rec)] = "stream: message " + fmt.Sprint(f.rec.Seq) + " failed"
@@ -334,11 +189,32 @@ func (r *Relay) record(out *outcome) error {
 	if r.aborted.Load() {
 		return errStopped
 	}
-	fSeqs := make([]int64, len(out.failed))
-	fErrs := make([]string, len(out.failed))
-	fDelays := make([]int64, len(out.failed))
-	fDead := make([]bool, len(out.failed))
-	fCount := make([]bool, len(out.failed))
+	q := r.q.recordMark
+	if r.cfg.Cleanup == CleanupDelete {
+		q = r.q.recordDelete
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.sendCtx), r.cfg.PublishTimeout)
+	defer cancel()
+	var nFailed, nDeferred, nSent int64
+	var leading bool
+	err := r.cfg.Pool.QueryRow(ctx, q, append(recordArgs(out), r.cfg.Slot, r.leaseToken())...).
+		Scan(&leading, &nFailed, &nDeferred, &nSent)
+	if err != nil {
+		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
+	}
+	if !leading {
+		return r.fenced(errRefused)
+	}
+	return nil
+}
+
+// recordArgs are record.sql's arguments for out, up to the slot and the
+// lease token: the failures, the deferred aggregates, the sent messages and
+// which failures count an attempt.
+func recordArgs(out *outcome) []any {
+	n := len(out.failed)
+	fSeqs, fErrs, fDelays := make([]int64, n), make([]string, n), make([]int64, n)
+	fDead, fCount := make([]bool, n), make([]bool, n)
 	for i, d := range out.failed {
 		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = d.f.Seq, errtext.Clean(d.f.Error), d.f.Delay.Milliseconds(), d.f.Dead
 		fCount[i] = d.f.CountAttempt
@@ -353,24 +229,7 @@ func (r *Relay) record(out *outcome) error {
 	for i, rec := range out.sent {
 		sent[i] = rec.Seq
 	}
-	q := r.q.recordMark
-	if r.cfg.Cleanup == CleanupDelete {
-		q = r.q.recordDelete
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.sendCtx), r.cfg.PublishTimeout)
-	defer cancel()
-	var nFailed, nDeferred, nSent int64
-	var leading bool
-	err := r.cfg.Pool.QueryRow(ctx, q, fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount, r.cfg.Slot, r.leaseToken()).
-		Scan(&leading, &nFailed, &nDeferred, &nSent)
-	if err != nil {
-		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
-	}
-	if !leading {
-		return r.fenced(errRefused)
-	}
-	r.report(out)
-	return nil
+	return []any{fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount}
 }
 
 // streamLines are the log lines of the stream's failures, which the table
@@ -381,22 +240,21 @@ var streamLines = failure.Lines{
 	Wait:  "topic cannot take records; the message waits on the table path",
 }
 
-// report logs the outcome and calls the hooks.
-func (r *Relay) report(out *outcome) {
-	now := time.Now()
-	if h := r.cfg.Hooks.Published; h != nil {
-		for _, rec := range out.sent {
-			h(rec, now.Sub(rec.CreatedAt))
+// report logs what a committed record handed to the table path and calls
+// the hooks: the messages that failed before they were published (they
+// could not be decoded; the relay core reports the failures of its
+// publishes itself, and the acknowledged messages) and the deferred ones.
+func (r *Relay) report(out toRecord) {
+	rp := failure.Reporter{Log: r.log, Lines: streamLines, Failed: r.cfg.Hooks.Failed}
+	for _, e := range out.failed {
+		if e.err != nil {
+			rp.Report(e.rec, e.err, e.failure)
 		}
 	}
-	rp := failure.Reporter{Log: r.log, Lines: streamLines, Failed: r.cfg.Hooks.Failed}
-	for _, d := range out.failed {
-		rp.Report(d.rec, d.err, d.f)
-	}
-	for _, rec := range out.deferred {
-		r.log.Debug("message handed to the table path", recAttrs(rec)...)
+	for _, e := range out.deferred {
+		r.log.Debug("message handed to the table path", recAttrs(e.rec)...)
 		if h := r.cfg.Hooks.Deferred; h != nil {
-			h(rec)
+			h(e.rec)
 		}
 	}
 }

@@ -16,10 +16,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/condlog"
 	"github.com/outbox-dev/outbox/internal/lifecycle"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/failure"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -30,8 +32,13 @@ type Relay struct {
 	q     queries
 	store *pgstore.Store
 	table *relay.Relay // the table path
-	// policy decides what happens to a message whose publish failed; its
-	// Pause holds the stream's batches while the broker is unreachable.
+	// core publishes the stream's messages (its workers drive strat, the
+	// stream's strategy, over the current session's ledger). It runs for
+	// the relay's whole life.
+	core  *relay.Relay
+	strat *streamStrategy
+	// policy decides what happens to a message that could not be decoded
+	// (the core decides for the failures of its publishes).
 	policy failure.Policy
 	// outboxTable is the quoted, schema-qualified outbox table.
 	outboxTable string
@@ -43,8 +50,9 @@ type Relay struct {
 	leader      atomic.Bool                // this relay streams from the slot now
 	lead        atomic.Pointer[leadership] // the session's lease of the slot (lead.go); nil on a standby
 	behindNano  atomic.Int64               // unix nanos since when received messages wait; 0 when caught up
-	// batchesInFlight counts the batches with messages that were started
-	// and not yet recorded (for tests: pipelining happened).
+	// batchesInFlight counts the batches with messages that were checked
+	// and added to the session's ledger and not yet passed by its confirmed
+	// position (for tests: pipelining happened).
 	batchesInFlight atomic.Int64
 
 	run      lifecycle.Run     // Start runs once
@@ -90,8 +98,10 @@ func New(cfg Config) (*Relay, error) {
 		}
 	})
 	r.recreate.Store(cfg.RecreateSlot)
-	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax,
-		Pause: failure.NewPause(cfg.UnavailableBackoffMax)}
+	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax}
+	if err := r.newCore(); err != nil {
+		return nil, err
+	}
 	r.table, err = relay.New(relay.Config{
 		Store:                 &tableQueue{r: r},
 		Sink:                  cfg.Sink,
@@ -116,6 +126,62 @@ func New(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
+// streamPollInterval is how often an idle worker of the stream's core
+// claims without a wake-up: a backstop, since every change of the ledger
+// that makes messages ready wakes the workers, and such a claim reads
+// nothing but the ledger in memory.
+const streamPollInterval = 5 * time.Second
+
+// streamLease is the lease of the stream core's claims. Nobody else can
+// take a message of the ledger, so it only bounds a claim's publish, its
+// marks and its record: Lease, or twice PublishTimeout if that is longer
+// (a publish and its record each take up to PublishTimeout).
+func streamLease(cfg Config) time.Duration { return max(cfg.Lease, 2*cfg.PublishTimeout) }
+
+// newCore builds the stream's strategy and the relay core that drives it:
+// ceil(MaxInFlight / BatchSize) workers, each claiming up to BatchSize
+// ready messages; no lingering, and no polling to speak of (wake-ups do
+// the work).
+func (r *Relay) newCore() error {
+	cfg := r.cfg
+	log := r.log.With(slog.String("path", "stream"))
+	r.strat = newStreamStrategy(log)
+	failed := cfg.Hooks.Failed
+	if failed != nil {
+		// A publish that found the broker unreachable is given back, not
+		// failed: nothing counts for it.
+		failed = func(rec outbox.Record, err error, dead bool) {
+			if sink.Classify(err) != sink.Unavailable {
+				cfg.Hooks.Failed(rec, err, dead)
+			}
+		}
+	}
+	var err error
+	r.core, err = relay.New(relay.Config{
+		Strategy:              r.strat,
+		Sink:                  streamSink{Sink: cfg.Sink, s: r.strat},
+		ID:                    cfg.ID,
+		BatchSize:             cfg.BatchSize,
+		Workers:               (cfg.MaxInFlight + cfg.BatchSize - 1) / cfg.BatchSize,
+		Lease:                 streamLease(cfg),
+		PublishTimeout:        cfg.PublishTimeout,
+		PollInterval:          streamPollInterval,
+		IdleAfter:             -1,
+		Linger:                -1,
+		MaxAttempts:           cfg.MaxAttempts,
+		RetryBase:             cfg.RetryBase,
+		RetryMax:              cfg.RetryMax,
+		UnavailableBackoffMax: cfg.UnavailableBackoffMax,
+		ShutdownTimeout:       cfg.ShutdownTimeout,
+		Logger:                log,
+		Hooks:                 relay.Hooks{Published: cfg.Hooks.Published, Failed: failed},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
 // ID returns the relay's instance id.
 func (r *Relay) ID() string { return r.cfg.ID }
 
@@ -137,6 +203,11 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) start(ctx context.Context) error {
 	r.runCtx, r.runStop = context.WithCancel(context.WithoutCancel(ctx))
 	r.sendCtx, r.sendStop = context.WithCancel(context.WithoutCancel(ctx))
+	// The core outlives stop: it publishes what the last session's ledger
+	// holds while that session drains, and is stopped after it.
+	if err := r.core.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("cdc: start the stream's relay core: %w", err)
+	}
 	if err := r.table.Start(r.runCtx); err != nil {
 		return fmt.Errorf("cdc: start the table path: %w", err)
 	}
@@ -144,6 +215,9 @@ func (r *Relay) start(ctx context.Context) error {
 	go func() {
 		err := r.loop()
 		stopCtx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout+r.cfg.Lease)
+		if serr := r.core.Stop(stopCtx); serr != nil {
+			r.log.Warn("the stream's relay core did not stop in time", slog.Any("error", serr))
+		}
 		if serr := r.table.Stop(stopCtx); serr != nil {
 			r.log.Warn("table path did not stop in time", slog.Any("error", serr))
 		}

@@ -37,7 +37,8 @@ type event struct {
 }
 
 // stream runs the reader (on this goroutine, which owns conn) and the
-// processor until stop or an error. The reader reports the processor's
+// session (feeder, recorder, and the ledger that the relay core publishes
+// from) until stop or an error. The reader reports the session's
 // confirmed position to the server every StatusInterval.
 func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	var confirmed atomic.Uint64
@@ -47,17 +48,22 @@ func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	procDone := make(chan error, 1)
 	procCtx, procStop := context.WithCancel(context.Background())
 	defer procStop()
-	go func() { procDone <- r.process(procCtx, events, &confirmed, bud) }()
+	sess := r.newSession(events, &confirmed, bud)
+	go func() { procDone <- sess.run(procCtx) }()
 
 	rd := &reader{r: r, conn: conn, confirmed: &confirmed, relations: map[uint32]*pglogrepl.RelationMessage{},
 		events: events, budget: bud, procDone: procDone}
 	err := rd.run()
+	procStop()
 	if r.aborted.Load() {
+		// The session records and confirms nothing more; it ends at once.
+		if !rd.procExited {
+			<-procDone
+		}
 		return nil
 	}
-	// Let the processor finish the batches in flight (it starts no other
-	// once stop began), then report the final position.
-	procStop()
+	// Let the session finish what its ledger holds (it reads no more),
+	// then report the final position.
 	perr := rd.waitProcessor()
 	if err == nil {
 		err = perr

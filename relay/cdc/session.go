@@ -1,0 +1,257 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/sink"
+)
+
+// session is one streaming session's processing of the stream, in stages
+// that overlap:
+//
+//   - The reader (stream.go) decodes the messages and hands them on in
+//     stream order, each once it fits in the session's byte budget
+//     (Config.MaxInFlightBytes, see budget), which it holds until the
+//     message is passed by the confirmed position.
+//   - The feeder (feeder.go) reads the events in stream order, cuts them
+//     into batches within Config.MaxInFlight, checks each batch (one
+//     statement, batches one after the other) and adds it to the ledger.
+//   - The relay core's workers (Relay.core, driving streamStrategy) claim
+//     the ledger's ready messages, at most one per aggregate and each only
+//     after the previous one of its aggregate was acknowledged, publish
+//     them and mark what became of them.
+//   - The recorder records what the check and the marks leave to record,
+//     and the ledger then confirms the positions over what is recorded.
+//
+// So the confirmed position only moves over messages that were
+// acknowledged (or recorded as failed or deferred) and whose bookkeeping
+// committed: a crash re-sends what came after it, never loses.
+type session struct {
+	r         *Relay
+	s         *streamStrategy
+	a         *attachment
+	events    <-chan event
+	confirmed *atomic.Uint64
+	budget    *budget
+	checks    atomic.Uint64 // checks started
+	room      chan struct{} // a token when messages were passed
+
+	// Under s.mu: the cumulative count of messages added at the end of
+	// each batch not yet passed (ends), and the messages passed, for
+	// Relay.batchesInFlight.
+	ends   []int
+	added  int
+	passed int
+}
+
+// newSession attaches a fresh ledger and recorder to the stream's strategy;
+// the previous session's must have been detached (session.end).
+func (r *Relay) newSession(events <-chan event, confirmed *atomic.Uint64, bud *budget) *session {
+	ss := &session{r: r, s: r.strat, events: events, confirmed: confirmed, budget: bud, room: make(chan struct{}, 1)}
+	a := &attachment{l: newLedger(), returned: make(chan struct{}, 1)}
+	a.ctx, a.cancel = context.WithCancel(r.sendCtx)
+	a.rec = newRecorder(r.recordOut, ss.complete)
+	ss.a = a
+	r.behindNano.Store(0)
+	r.batchesInFlight.Store(0)
+	r.strat.attach(a)
+	return ss
+}
+
+// run feeds the stream into the session until ctx is done, the relay
+// stops, or an error; then it lets the core publish and the recorder
+// record what the ledger holds (see drain), and ends the session. It
+// returns errStopped when the relay was aborted.
+func (ss *session) run(ctx context.Context) error {
+	err := ss.feed(ctx)
+	if !ss.r.aborted.Load() {
+		ss.drain()
+	}
+	ss.end()
+	if rerr := ss.a.rec.failure(); rerr != nil {
+		return rerr
+	}
+	if err == nil && ss.r.aborted.Load() {
+		err = errStopped
+	}
+	return err
+}
+
+// drain waits until every message the ledger holds is recorded and
+// passed, the recorder failed, the lead is lost, or the relay's publishes
+// are cancelled (ShutdownTimeout after Stop, or abort).
+func (ss *session) drain() {
+	lead := ss.r.leadContext()
+	for {
+		if ss.held() == 0 && ss.a.rec.idle() {
+			return
+		}
+		select {
+		case <-ss.a.rec.progress:
+		case <-ss.a.rec.failed:
+			return
+		case <-ss.r.sendCtx.Done():
+			return
+		case <-lead.Done():
+			return
+		}
+	}
+}
+
+// end detaches the session from the strategy: no more claims, the
+// publishes of its claims are cancelled, and once every claim came back
+// (bounded by the core's lease) and the records under way returned, its
+// marks change nothing more. So an old publish never races the next
+// session's. After an abort it waits for nothing.
+func (ss *session) end() {
+	ss.s.closeClaims(ss.a)
+	ss.a.cancel()
+	if !ss.r.aborted.Load() {
+		ss.waitReturned(streamLease(ss.r.cfg))
+		ss.waitRecorded()
+	}
+	ss.s.detach(ss.a)
+}
+
+// waitReturned waits until no claim of the session's ledger is out, for
+// up to d.
+func (ss *session) waitReturned(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		ss.s.mu.Lock()
+		n := ss.a.l.leased()
+		ss.s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ss.a.returned:
+		case <-t.C:
+			ss.r.log.Warn("the stream's publishes did not return in time; their marks change nothing",
+				slog.Int("messages", n))
+			return
+		}
+	}
+}
+
+// waitRecorded waits until the recorder's statements returned, or it
+// failed.
+func (ss *session) waitRecorded() {
+	for !ss.a.rec.idle() {
+		select {
+		case <-ss.a.rec.progress:
+		case <-ss.a.rec.failed:
+			return
+		}
+	}
+}
+
+// held returns the messages the ledger holds.
+func (ss *session) held() int {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	return ss.a.l.held()
+}
+
+// complete takes a group whose record committed (the recorder's
+// callback): it passes the group's messages in the ledger, confirms the
+// position that moved, gives their bytes back to the budget and their room
+// to the feeder, and reports what was handed to the table path.
+func (ss *session) complete(out toRecord) {
+	r := ss.r
+	epoch := ss.checks.Load()
+	ss.s.mu.Lock()
+	confirm, msgs, bytes := ss.a.l.recorded(out, epoch)
+	ss.pass(msgs)
+	idle := ss.a.l.held() == 0
+	ready := !ss.a.closed && ss.a.l.ready() > 0
+	ss.s.mu.Unlock()
+	if ready {
+		ss.s.wakes.signal()
+	}
+	if r.aborted.Load() {
+		return // nothing more is confirmed
+	}
+	if confirm > 0 && uint64(confirm) > ss.confirmed.Load() {
+		ss.confirmed.Store(uint64(confirm))
+	}
+	ss.budget.give(bytes)
+	select {
+	case ss.room <- struct{}{}:
+	default:
+	}
+	if idle && len(ss.events) == 0 {
+		r.behindNano.Store(0)
+	}
+	r.report(out)
+}
+
+// countBatch counts a batch of n messages added to the ledger. s.mu is
+// held.
+func (ss *session) countBatch(n int) {
+	if n == 0 {
+		return
+	}
+	ss.added += n
+	ss.ends = append(ss.ends, ss.added)
+	ss.r.batchesInFlight.Add(1)
+}
+
+// pass counts n messages passed by the confirmed position, and the
+// batches they complete. s.mu is held.
+func (ss *session) pass(n int) {
+	ss.passed += n
+	done := 0
+	for done < len(ss.ends) && ss.ends[done] <= ss.passed {
+		done++
+	}
+	if done > 0 {
+		ss.ends = ss.ends[done:]
+		ss.r.batchesInFlight.Add(-int64(done))
+	}
+}
+
+// streamSink is the sink of the stream's relay core: its publishes also
+// end when the session of their claim ends (attachment.ctx: at the
+// session's end, on abort, or ShutdownTimeout after Stop), and then every
+// message not acknowledged found the broker unavailable, so that the
+// strategy gives it back instead of recording a failure.
+type streamSink struct {
+	sink.Sink
+	s *streamStrategy
+}
+
+func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
+	k.s.mu.Lock()
+	a := k.s.cur
+	k.s.mu.Unlock()
+	if a == nil || a.ctx.Err() != nil {
+		errs := make([]error, len(recs))
+		for i := range errs {
+			errs[i] = errSessionEnded
+		}
+		return errs
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(a.ctx, cancel)
+	defer stop()
+	errs := k.Sink.Publish(ctx, recs)
+	if a.ctx.Err() != nil {
+		for i, err := range errs {
+			if err != nil && sink.Classify(err) != sink.Unavailable {
+				errs[i] = fmt.Errorf("%w: %w", errSessionEnded, err)
+			}
+		}
+	}
+	return errs
+}
+
+// errSessionEnded is the error of a stream publish whose session ended.
+var errSessionEnded = fmt.Errorf("%w: the stream's session ended", sink.ErrUnavailable)
