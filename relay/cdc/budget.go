@@ -9,9 +9,9 @@ import (
 // budget bounds the bytes of the messages a session holds in memory
 // (Config.MaxInFlightBytes): the reader takes a message's share as soon as
 // it has decoded it, before handing it on, and the share is given back when
-// the message's batch was recorded. So the bound covers every place a
-// decoded message waits: the channel to the dispatcher, the batch being
-// filled, the check, the publish and the record.
+// the confirmed position passed the message. So the bound covers every
+// place a decoded message waits: the channel to the feeder, the batch being
+// filled, the check, the ledger, the publish and the record.
 type budget struct {
 	max   int64
 	mu    sync.Mutex

@@ -112,26 +112,28 @@ type Config struct {
 	// ID names this relay instance in logs and in the leases of the table
 	// path. Defaults to "<hostname>-<pid>-<random>".
 	ID string
-	// BatchSize is the most messages read from the stream, checked and
-	// published together (consecutive batches that are published by then
-	// are recorded together). Defaults to 500.
+	// BatchSize is the most messages read from the stream and checked
+	// together, and the most one worker of the stream's relay core claims
+	// at once. Defaults to 500.
 	BatchSize int
 	// MaxInFlight is the most messages received from the stream and not
-	// yet confirmed: being checked, awaiting the broker's acks, or awaiting
-	// their marks. While earlier batches await acks and marks the relay
-	// reads, checks and publishes the next ones (pipelining), up to this
-	// bound; then it stops reading the stream until batches complete. A
-	// new batch starts only when a full one fits, so MaxInFlight =
-	// BatchSize turns pipelining off: one batch at a time, so that records
-	// of different aggregates follow commit order too, wave by wave (the
-	// k-th messages of the batch's aggregates go out together, in commit
-	// order). Below BatchSize, batches are smaller. Defaults to DefaultInFlightBatches (4) ×
+	// yet confirmed: being checked, awaiting their publish, the broker's
+	// acks or their record. While earlier messages await acks and records
+	// the relay reads and checks the next batches (pipelining), up to this
+	// bound; then it stops reading the stream until messages are recorded.
+	// A new batch starts only when a full one fits, and the stream's relay
+	// core runs ceil(MaxInFlight / BatchSize) workers, so MaxInFlight =
+	// BatchSize turns pipelining off: one batch at a time, published by one
+	// worker whose claims follow commit order (the first messages of the
+	// batch's aggregates, then the next ones after their acks). Below
+	// BatchSize, batches are smaller. Defaults to DefaultInFlightBatches (4) ×
 	// BatchSize.
 	MaxInFlight int
 	// MaxInFlightBytes bounds the bytes of the messages the relay holds
 	// (payload, text fields and headers, plus 256 bytes each), from the
-	// moment the stream reader has decoded one until its batch is recorded:
-	// waiting for the dispatcher, being checked, published or recorded.
+	// moment the stream reader has decoded one until the confirmed position
+	// passed it: waiting to be checked, being checked, published or
+	// recorded.
 	// When it is reached the relay reads no further (the slot keeps the
 	// rest of the stream). A single message larger than the bound still
 	// goes through, alone. On top of it come the message being read (its
@@ -178,9 +180,12 @@ type Config struct {
 
 	// Lease, MaxAttempts, RetryBase, RetryMax and UnavailableBackoffMax
 	// have the meaning of relay.Config: the table path uses all of them,
-	// the stream uses RetryBase/RetryMax for the first retry it schedules
-	// and UnavailableBackoffMax for its pause while the broker is
-	// unreachable. They default to 30s, 10, 1s, 300s and 30s.
+	// the stream's relay core uses MaxAttempts, RetryBase and RetryMax for
+	// the first retry it schedules, UnavailableBackoffMax for its pause
+	// while the broker is unreachable, and the longer of Lease and twice
+	// PublishTimeout as the lease of its claims (it bounds a publish and
+	// its record; nobody else can take a message of the stream). They
+	// default to 30s, 10, 1s, 300s and 30s.
 	Lease                 time.Duration
 	MaxAttempts           int
 	RetryBase, RetryMax   time.Duration

@@ -45,37 +45,46 @@
 // # How a message travels
 //
 // The relay receives each committed transaction's inserts in commit order
-// and handles them in batches of up to Config.BatchSize:
+// and reads them in batches of up to Config.BatchSize:
 //
 //  1. Check (one statement per batch): a message is published from the
 //     stream only if its row is still PENDING, its aggregate is not deferred
 //     to the table path (below), and no earlier message of its aggregate is
 //     FAILED, IN_FLIGHT or DEAD_LETTER. A row that is SENT or gone was
 //     handled already and is skipped; any other message, and its aggregate,
-//     goes to the table path.
-//  2. Publish, in waves: wave k holds the k-th message of each aggregate
-//     in the batch. A message goes out only after the previous message of
-//     its aggregate, in this batch or an earlier one, was acknowledged; if
-//     that one failed or was deferred, the message is deferred too.
-//  3. Record, in one statement for one or more consecutive batches: SENT
-//     marks (or deletes, with CleanupDelete), failures, deferred aggregates.
-//     Two records may run at once; they are confirmed in stream order.
-//  4. Confirm: the batches' end position is reported to the server, which
-//     may then discard the WAL before it. On a crash or reconnect the
-//     stream restarts from the last confirmed position: messages are sent
-//     again, never lost (the check skips the ones already recorded).
+//     goes to the table path. The checked batch joins the session's ledger
+//     of messages in flight, in stream order.
+//  2. Publish: the workers of a relay core (package relay, the same core as
+//     the polling relay's, driving the stream as its strategy) claim the
+//     ready messages, oldest first, at most one per aggregate per claim:
+//     a message is ready only once the previous message of its aggregate
+//     was acknowledged. If that one failed or was deferred, the message is
+//     deferred too. There are ceil(MaxInFlight / BatchSize) workers, each
+//     claiming up to BatchSize messages.
+//  3. Record, in one statement (record.sql) for everything that waits to be
+//     recorded: SENT marks (or deletes, with CleanupDelete) of the acks,
+//     failures, deferred aggregates. Two records may run at once; one that
+//     hands aggregates to the table path starts only after the records
+//     started before it returned. A worker's mark returns once its record
+//     committed.
+//  4. Confirm: the position up to which every message is recorded (or was
+//     skipped) is reported to the server, which may then discard the WAL
+//     before it. On a crash or reconnect the stream restarts from the last
+//     confirmed position: messages are sent again, never lost (the check
+//     skips the ones already recorded).
 //
-// The steps are pipelined: while earlier batches await their acks and
-// their record, the relay reads, checks and publishes the next ones, up to
+// The steps overlap: while earlier messages await their acks and their
+// record, the relay reads and checks the next batches, up to
 // Config.MaxInFlight messages and Config.MaxInFlightBytes. The byte bound
-// counts every message from the moment the stream reader has decoded it,
-// so it bounds the relay's memory (see Config.MaxInFlightBytes). Batches are
-// recorded and confirmed in stream order only, so the confirmed position
-// never passes a message that is not acknowledged and recorded. Order per
-// aggregate holds across batches; across aggregates, batches in flight
-// overlap, so records of different aggregates may reach the broker in
-// another order than their commits (MaxInFlight = BatchSize handles one
-// batch at a time, as in commit order wave by wave).
+// counts every message from the moment the stream reader has decoded it
+// until the confirmed position passed it, so it bounds the relay's memory
+// (see Config.MaxInFlightBytes). The confirmed position moves in stream
+// order only, over recorded messages only, so it never passes a message
+// that is not acknowledged and recorded (or handed to the table path).
+// Order per aggregate holds across batches; across aggregates, messages in
+// flight overlap, so records of different aggregates may reach the broker
+// in another order than their commits (MaxInFlight = BatchSize reads one
+// batch at a time with one worker, whose claims follow commit order).
 //
 // # The table path
 //
@@ -97,9 +106,11 @@
 //   - Permanent error: DEAD_LETTER at once; later messages of the
 //     aggregate wait in the table until the dead letter is replayed or
 //     discarded.
-//   - Broker unreachable: nothing is counted; the batches in flight wait
-//     and retry with a growing pause, the relay stops reading the stream at
-//     the in-flight bounds, and the slot keeps its position.
+//   - Broker unreachable: nothing is counted and nothing recorded; the
+//     relay core pauses with a growing pause, the messages go back to the
+//     ledger, first in line, and are published again after it, in order;
+//     the relay stops reading the stream at the in-flight bounds, and the
+//     slot keeps its position.
 //
 // # Slot safety
 //

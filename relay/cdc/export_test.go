@@ -4,8 +4,9 @@ package cdc
 // last status update, publishes are cancelled and nothing more is marked.
 func Abort(r *Relay) { r.abort() }
 
-// BatchesInFlight returns how many batches r has started (checked and
-// publishing, or awaiting their record) and not yet recorded.
+// BatchesInFlight returns how many batches r has checked and added to its
+// session's ledger (their messages claimed, publishing, or awaiting their
+// record) whose messages the confirmed position has not all passed.
 func BatchesInFlight(r *Relay) int64 { return r.batchesInFlight.Load() }
 
 // SetupLockKey is the key of the advisory lock that serialises the setup

@@ -70,7 +70,7 @@ func (r *Relay) leaseToken() uuid.UUID {
 }
 
 // leadContext is done once the current session's lead is lost: the
-// pipeline's publishers stop waiting then.
+// session's feeder and its drain stop waiting then.
 func (r *Relay) leadContext() context.Context {
 	if l := r.lead.Load(); l != nil {
 		return l.ctx
