@@ -137,21 +137,24 @@ func (s *streamStrategy) MarkSent(_ context.Context, token uuid.UUID, seqs []int
 // returns as MarkSent does.
 func (s *streamStrategy) MarkFailed(_ context.Context, token uuid.UUID, fs []store.Failure) (int64, error) {
 	var (
-		n   int
-		out toRecord
-		rec *recorder
+		n      int
+		out    toRecord
+		rec    *recorder
+		ending bool
 	)
 	s.locked(func(a *attachment) {
 		if a == nil {
 			return
 		}
 		n, out = a.l.fail(token, fs)
-		rec = a.rec
+		rec, ending = a.rec, a.closed
 		if n > 0 {
 			a.returnedFrom()
 		}
 	})
-	s.logUnavailable(fs, n)
+	if !ending { // at the session's end its publishes were cancelled
+		s.logUnavailable(fs, n)
+	}
 	return s.settle(rec, out, n)
 }
 
