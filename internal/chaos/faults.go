@@ -83,9 +83,10 @@ func faultWeights(cfg Config) []weightedFault {
 		{FaultLinkLatency, 3}, {FaultLinkReset, 3}, {FaultLinkBlackhole, 2}, {FaultLinkBandwidth, 1},
 	}
 	if cfg.Strategy == StrategyCDC {
-		// The CDC relay has no failpoints on its stream: the leader is
-		// killed at random moments instead.
-		kinds = slices.Replace(kinds, 1, 3, weightedFault{FaultLeaderKill, 5})
+		// The CDC stream records its marks in one statement, with no
+		// transaction to stop inside: the leader is killed at random
+		// moments instead of inside a mark.
+		kinds = slices.Replace(kinds, 2, 3, weightedFault{FaultLeaderKill, 2})
 	}
 	if cfg.PGRestart {
 		kinds = append(kinds, weightedFault{FaultPGRestart, 1})
@@ -136,6 +137,9 @@ func planFaults(seed int64, cfg Config) []PlannedFault {
 			f.Target, f.Hold = targetLeader, between(200*time.Millisecond, 3*time.Second)
 		case FaultRelayAfterAck, FaultRelayInMark:
 			f.Target = relay()
+			if cfg.Strategy == StrategyCDC {
+				f.Target = targetLeader
+			}
 		case FaultRelayZombie:
 			f.Target, f.Hold = relay(), cfg.Lease+between(time.Second, 2*cfg.Lease)
 			if leads {
@@ -375,9 +379,9 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 
 // killAtFailpoint arms the running relay target at point, waits for it to
 // reach the point (where it pauses), kills it there and restarts it. In
-// cursor mode the leader publishes nearly everything, so the fault follows
-// the lead instead: whichever relay leads is armed, and a relay armed
-// earlier stays armed until one of them is killed. Arming a running
+// cursor and CDC mode the leader publishes nearly everything, so the fault
+// follows the lead instead: whichever relay leads is armed, and a relay
+// armed earlier stays armed until one of them is killed. Arming a running
 // process (no restart) leaves the lead where it is, so the fault cannot
 // miss because a standby took the lead over while a restarted relay came up.
 func (h *harness) killAtFailpoint(ctx context.Context, target *component, point string) error {
@@ -413,10 +417,8 @@ func (h *harness) killAtFailpoint(ctx context.Context, target *component, point 
 		}
 	}
 	defer disarmAll()
-	if h.cfg.Strategy == StrategyCursor {
-		if l := h.component(h.cursorLeader(ctx)); l != nil {
-			target = l
-		}
+	if l := h.component(h.leader(ctx)); l != nil {
+		target = l
 	}
 	if err := aim(target); err != nil {
 		return err
@@ -451,8 +453,8 @@ func (h *harness) killAtFailpoint(ctx context.Context, target *component, point 
 			_, err := settle(c)
 			return err
 		case <-follow.C:
-			if h.cfg.Strategy == StrategyCursor {
-				if err := aim(h.component(h.cursorLeader(ctx))); err != nil {
+			if h.cfg.Strategy != StrategyClaim {
+				if err := aim(h.component(h.leader(ctx))); err != nil {
 					h.logf("fault %s: cannot follow the lead: %v", point, err)
 				}
 			}
