@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -20,8 +21,9 @@ import (
 
 // runBatch publishes and marks a claimed batch: SENT for what the broker
 // acknowledged, what the relay's failure.Policy decided for what failed,
-// and, while the relay stops, released for what the broker could not be
-// reached for. If claimNext, the relay is neither stopping nor pausing,
+// and released for what the strategy abandoned (strategy.ErrAbandoned)
+// and, while the relay stops, for what the broker could not be reached
+// for. If claimNext, the relay is neither stopping nor pausing,
 // and the strategy can, the mark of what was sent also claims the next
 // batch, which runBatch returns (nil otherwise).
 func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
@@ -45,7 +47,7 @@ func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 	}
 	if len(out.released) > 0 {
 		if n, ok := r.giveBack(b, out.released); ok {
-			r.log.Info("released unsent messages on shutdown", slog.Int64("messages", n))
+			r.log.Info("released unsent messages", slog.String("reason", out.releaseReason()), slog.Int64("messages", n))
 		}
 	}
 	if next == nil && len(out.sent) > 0 {
@@ -75,15 +77,18 @@ type outcome struct {
 	failed   []outbox.Record
 	errs     []error
 	failures []store.Failure
-	// released are the messages the broker could not be reached for while
-	// the relay stops: their leases are given back.
-	released []int64
+	// released are the messages whose leases are given back: those the
+	// strategy abandoned (strategy.ErrAbandoned; abandoned counts them) and
+	// those the broker could not be reached for while the relay stops.
+	released  []int64
+	abandoned int
 	// unavailable is true when a publish found the broker unreachable.
 	unavailable bool
 }
 
 // sortOut sorts recs by their publish's error (errs, index by index) and
-// decides the failures.
+// decides the failures. A publish the strategy abandoned is released
+// whatever else its error wraps: it neither pauses the relay nor counts.
 func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 	var out outcome
 	stopping := r.sendCtx.Err() != nil
@@ -92,6 +97,11 @@ func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 		err := errs[i]
 		if err == nil {
 			out.sent = append(out.sent, rec)
+			continue
+		}
+		if errors.Is(err, strategy.ErrAbandoned) {
+			out.released = append(out.released, rec.Seq)
+			out.abandoned++
 			continue
 		}
 		unavailable := sink.Classify(err) == sink.Unavailable
@@ -105,6 +115,17 @@ func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 		out.failures = append(out.failures, r.policy.Decide(rec, err, now))
 	}
 	return out
+}
+
+// releaseReason says why out.released are given back.
+func (out outcome) releaseReason() string {
+	switch out.abandoned {
+	case 0:
+		return "shutdown: the broker could not be reached, or did not acknowledge in time"
+	case len(out.released):
+		return "the strategy abandoned their publish: its source of messages ended"
+	}
+	return "shutdown, or the strategy abandoned their publish"
 }
 
 // settleSent marks out.sent SENT and calls Hooks.Published. If claimNext,

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/relay"
 	"github.com/outbox-dev/outbox/relay/strategy"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -286,5 +290,101 @@ func TestRelay_StrategyStopErrorStopsTheRelayWithItsCause(t *testing.T) {
 	}
 	if !slices.ContainsFunc(s.events, func(e event) bool { return e.what == "Close" }) {
 		t.Errorf("the strategy was not closed: %v", s.events)
+	}
+}
+
+// abandoningStrategy is a fakeStrategy whose Release gives the messages
+// back, due again, and which logs MarkFailed.
+type abandoningStrategy struct {
+	fakeStrategy
+	claimed map[int64]outbox.Record
+}
+
+func (s *abandoningStrategy) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error) {
+	c, err := s.fakeStrategy.Claim(ctx, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range c.Records {
+		s.claimed[rec.Seq] = rec
+	}
+	return c, err
+}
+
+func (s *abandoningStrategy) MarkFailed(_ context.Context, _ uuid.UUID, failures []store.Failure) (int64, error) {
+	s.log("MarkFailed")
+	return int64(len(failures)), nil
+}
+
+func (s *abandoningStrategy) Release(_ context.Context, _ uuid.UUID, seqs []int64) (int64, error) {
+	s.log("Release")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, seq := range seqs {
+		s.due = append(s.due, s.claimed[seq])
+	}
+	return int64(len(seqs)), nil
+}
+
+// logLines collects the messages of the log lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r.Message)
+	return nil
+}
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+// A publish whose error wraps strategy.ErrAbandoned (here with
+// sink.ErrUnavailable too, as a cancelled publish's) is given back with
+// Release: the relay does not pause ("broker unavailable" is not logged),
+// records no failure (no MarkFailed), reports none (no Hooks.Failed), and
+// publishes the message again when it is claimed again.
+func TestRelay_AbandonedPublishIsReleasedWithoutPauseOrFailure(t *testing.T) {
+	t.Parallel()
+	st := &abandoningStrategy{claimed: map[int64]outbox.Record{}}
+	st.add(fakeRecords(1)...)
+	logs := &logLines{}
+	var failed atomic.Int64
+	cfg := strategyConfig(t, &st.fakeStrategy, 0)
+	cfg.Strategy = st
+	cfg.Logger = slog.New(logs)
+	cfg.UnavailableBackoffMax = time.Minute
+	cfg.Hooks.Failed = func(outbox.Record, error, bool) { failed.Add(1) }
+	cfg.Sink = &fakeSink{fn: func(call int, _ outbox.Record) error {
+		if call == 1 {
+			return fmt.Errorf("%w: %w", strategy.ErrAbandoned, fmt.Errorf("%w: context canceled", sink.ErrUnavailable))
+		}
+		return nil
+	}}
+	startRelay(t, cfg)
+	eventually(t, 10*time.Second, "the message published again", func() bool {
+		return slices.Contains(whats(st.snapshot()), "Published")
+	})
+	want := []string{"Claim 1", "Release", "Claim 1", "MarkSent next=true", "Published"}
+	if got := whats(st.snapshot()); !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("events %v; want %v (released, claimed again, no MarkFailed)", got, want)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Errorf("Hooks.Failed called %d times; want none", n)
+	}
+	lines := logs.all()
+	if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "broker unavailable") }) {
+		t.Errorf("logged %q; want no pause for an abandoned publish", lines)
+	}
+	if !slices.Contains(lines, "released unsent messages") {
+		t.Errorf("logged %q; want the release", lines)
 	}
 }

@@ -11,7 +11,10 @@
 //
 // The core drives a Strategy and never asks which one it is: it claims a
 // batch, publishes it, and hands back what became of each message (sent,
-// failed as package failure decided, or given back).
+// failed as package failure decided, or given back). A strategy that
+// abandons a publish because its source of messages ended (it wraps the
+// relay's sink, whose errors then wrap [ErrAbandoned]) gets the message
+// back with Release: the core neither pauses nor counts anything for it.
 //
 // [github.com/outbox-dev/outbox/relay/modes] is a Strategy made of the two
 // for PostgreSQL: it runs the one the outbox records ("outbox mode") and
@@ -20,6 +23,7 @@ package strategy
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 
@@ -88,3 +92,12 @@ func (e *StopError) Unwrap() error { return e.Err }
 
 // Stop returns err as a StopError, for a Claim that ends the relay.
 func Stop(err error) error { return &StopError{Err: err} }
+
+// ErrAbandoned marks the error of a publish the strategy abandoned because
+// its source of messages ended (a sink of the strategy's own, wrapping the
+// relay's, returns it, wrapped or not): the core gives the message back
+// with Release, without pausing and without counting anything: no attempt,
+// no failure reported, no Hooks.Failed. The core checks for it before it
+// classifies the error (package sink), so that an error that wraps both
+// ErrAbandoned and sink.ErrUnavailable is abandoned, not unavailable.
+var ErrAbandoned = errors.New("strategy: publish abandoned: its source of messages ended")
