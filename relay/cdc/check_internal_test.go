@@ -208,7 +208,7 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
 		deferAggs: map[aggregate]string{},
 	}
-	if err := r.record(out); err != nil {
+	if err := r.record(out, r.leaseToken()); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []outbox.Status{outbox.StatusInFlight, outbox.StatusInFlight, outbox.StatusSent} {
@@ -242,7 +242,7 @@ func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
 		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
 		deferAggs: map[aggregate]string{},
 	}
-	if err := r.record(out); !errors.Is(err, errLostLead) {
+	if err := r.record(out, r.leaseToken()); !errors.Is(err, errLostLead) {
 		t.Fatalf("record after the takeover: %v; want errLostLead", err)
 	}
 	got := map[int64]verdict{}

@@ -77,7 +77,7 @@ func deferAggregates(r *Relay, msgs []outbox.Message) error {
 	for _, m := range msgs {
 		out.deferred = append(out.deferred, outbox.Record{Message: m})
 	}
-	return r.record(out)
+	return r.record(out, r.leaseToken())
 }
 
 // insertUnchecked writes m with plain SQL, with headers (JSON text) as

@@ -65,8 +65,10 @@
 //     recorded: SENT marks (or deletes, with CleanupDelete) of the acks,
 //     failures, deferred aggregates. Two records may run at once; one that
 //     hands aggregates to the table path starts only after the records
-//     started before it returned. A worker's mark returns once its record
-//     committed.
+//     started before it returned. A worker's mark of acks returns once it
+//     handed them to the record, and Hooks.Published is called once that
+//     record committed; a mark of failures returns once its record
+//     committed, and the failures are reported then.
 //  4. Confirm: the position up to which every message is recorded (or was
 //     skipped) is reported to the server, which may then discard the WAL
 //     before it. On a crash or reconnect the stream restarts from the last

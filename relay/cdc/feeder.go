@@ -80,8 +80,9 @@ func (ss *session) roomForBatch(batchSize int) bool {
 }
 
 // addBatch checks b and adds it to the ledger; it hands what the ledger
-// leaves to record to the recorder, without waiting, and wakes the core's
-// workers when messages are ready.
+// leaves to record to the recorder, without waiting (under s.mu, as the
+// strategy's marks do, so that the recorder gets the ledger's changes in
+// their order), and wakes the core's workers when messages are ready.
 func (ss *session) addBatch(b batch) error {
 	var epoch uint64 // 0 for an idle position, which unblocks nothing
 	var items []item
@@ -94,13 +95,18 @@ func (ss *session) addBatch(b batch) error {
 	}
 	ss.s.mu.Lock()
 	out := ss.a.l.add(epoch, items, b.end)
+	if !out.empty() {
+		ss.a.rec.hand(out) // in the order of the ledger's changes
+	}
 	ss.countBatch(len(items))
 	ready := ss.a.l.ready() > 0
 	ss.s.mu.Unlock()
 	if ready {
 		ss.s.wakes.signal()
 	}
-	ss.a.rec.hand(out)
+	if out.empty() {
+		ss.a.rec.hand(out) // completes at once (the position may move), taking s.mu
+	}
 	return nil
 }
 

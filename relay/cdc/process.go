@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
@@ -167,14 +168,18 @@ func outcomeOf(out toRecord) *outcome {
 }
 
 // recordOut records what a change of the ledger leaves to record (the
-// recorder's statement).
-func (r *Relay) recordOut(out toRecord) error { return r.record(outcomeOf(out)) }
+// recorder's statement), under the lease token of the ledger's session.
+func (r *Relay) recordOut(out toRecord, token uuid.UUID) error {
+	return r.record(outcomeOf(out), token)
+}
 
 // record records an outcome in one statement (record.sql): failures,
-// deferred aggregates, and the SENT marks (or deletes). Only then may the
-// position move over its messages. If it fails, the session ends and the
-// next one reads them again.
-func (r *Relay) record(out *outcome) error {
+// deferred aggregates, and the SENT marks (or deletes), fenced by token,
+// the slot's lease token of the session whose ledger the outcome comes
+// from: a record of a session whose lease was taken over changes nothing.
+// Only then may the position move over its messages. If it fails, the
+// session ends and the next one reads them again.
+func (r *Relay) record(out *outcome, token uuid.UUID) error {
 	for _, f := range out.failed {
 		out.deferAggs[aggOf(f.rec)] = "stream: message " + fmt.Sprint(f.rec.Seq) + " failed"
 	}
@@ -197,7 +202,7 @@ func (r *Relay) record(out *outcome) error {
 	defer cancel()
 	var nFailed, nDeferred, nSent int64
 	var leading bool
-	err := r.cfg.Pool.QueryRow(ctx, q, append(recordArgs(out), r.cfg.Slot, r.leaseToken())...).
+	err := r.cfg.Pool.QueryRow(ctx, q, append(recordArgs(out), r.cfg.Slot, token)...).
 		Scan(&leading, &nFailed, &nDeferred, &nSent)
 	if err != nil {
 		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
@@ -240,11 +245,18 @@ var streamLines = failure.Lines{
 	Wait:  "topic cannot take records; the message waits on the table path",
 }
 
-// report logs what a committed record handed to the table path and calls
-// the hooks: the messages that failed before they were published (they
-// could not be decoded; the relay core reports the failures of its
-// publishes itself, and the acknowledged messages) and the deferred ones.
+// report reports what a record committed, once: Hooks.Published for the
+// acknowledged messages, and what it handed to the table path, logged and
+// passed to the hooks: the messages that failed before they were published
+// (they could not be decoded; the relay core reports the failures of its
+// publishes itself, once their record committed) and the deferred ones.
 func (r *Relay) report(out toRecord) {
+	if h := r.cfg.Hooks.Published; h != nil {
+		now := time.Now()
+		for _, e := range out.sent {
+			h(e.rec, now.Sub(e.rec.CreatedAt))
+		}
+	}
 	rp := failure.Reporter{Log: r.log, Lines: streamLines, Failed: r.cfg.Hooks.Failed}
 	for _, e := range out.failed {
 		if e.err != nil {

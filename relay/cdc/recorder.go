@@ -45,12 +45,14 @@ func newRecorder(run func(toRecord) error, complete func(toRecord)) *recorder {
 	return &recorder{run: run, complete: complete, failed: make(chan struct{}), progress: make(chan struct{}, 1)}
 }
 
-// record hands out in and waits until its record committed (nil) or
-// failed (the error that ends the session).
-func (rc *recorder) record(out toRecord) error { return <-rc.hand(out) }
-
-// hand hands out in and returns a channel that gets the outcome of its
-// record. An empty out is complete at once.
+// hand takes out into the group that waits to be recorded and returns a
+// channel (buffered: nobody need read it) that gets the outcome of its
+// record: nil once it committed, or the error that ends the session. An
+// empty out is completed at once, on the caller's goroutine (complete
+// takes the strategy's mutex: hand it in without holding that mutex);
+// a non-empty one takes only rc.mu, so that the strategy hands it in under
+// its mutex, in the order of the ledger's changes. After a failure it
+// returns that failure at once.
 func (rc *recorder) hand(out toRecord) <-chan error {
 	ch := make(chan error, 1)
 	rc.mu.Lock()

@@ -167,8 +167,8 @@ func TestRecorder_FailedStatementFailsItsWaitersAndEndsTheSession(t *testing.T) 
 	if err := rc.failure(); !errors.Is(err, boom) {
 		t.Fatalf("failure %v; want the statement's error", err)
 	}
-	if err := rc.record(sentOf(5)); !errors.Is(err, boom) {
-		t.Fatalf("record after the failure: %v; want the statement's error at once", err)
+	if err := <-rc.hand(sentOf(5)); !errors.Is(err, boom) {
+		t.Fatalf("hand-over after the failure: %v; want the statement's error at once", err)
 	}
 	if n, waiting := state(rc); n != 0 || len(waiting) != 0 {
 		t.Fatalf("%d running, %v waiting after the failure; want nothing", n, waiting)

@@ -132,10 +132,13 @@ func New(cfg Config) (*Relay, error) {
 // nothing but the ledger in memory.
 const streamPollInterval = 5 * time.Second
 
-// streamLease is the lease of the stream core's claims. Nobody else can
-// take a message of the ledger, so it only bounds a claim's publish, its
-// marks and its record: Lease, or twice PublishTimeout if that is longer
-// (a publish and its record each take up to PublishTimeout).
+// streamLease is the lease of the stream core's claims: Lease, or twice
+// PublishTimeout if that is longer. Nobody else can take a message of the
+// ledger, so it only bounds the core's retries of a claim's marks, and a
+// session's end warns when a claim has not come back within it. A publish
+// takes up to PublishTimeout, and a failure's record (which MarkFailed
+// waits for) up to PublishTimeout once it starts, but it may first wait
+// for the statements running before it (at most two) to return.
 func streamLease(cfg Config) time.Duration { return max(cfg.Lease, 2*cfg.PublishTimeout) }
 
 // newCore builds the stream's strategy and the relay core that drives it:
@@ -174,7 +177,9 @@ func (r *Relay) newCore() error {
 		UnavailableBackoffMax: cfg.UnavailableBackoffMax,
 		ShutdownTimeout:       cfg.ShutdownTimeout,
 		Logger:                log,
-		Hooks:                 relay.Hooks{Published: cfg.Hooks.Published, Failed: failed},
+		// No Published: the session calls it once a record committed
+		// (Relay.report), since MarkSent returns before that.
+		Hooks: relay.Hooks{Failed: failed},
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/sink"
 )
 
@@ -49,13 +50,14 @@ type session struct {
 	passed int
 }
 
-// newSession attaches a fresh ledger and recorder to the stream's strategy;
-// the previous session's must have been detached (session.end).
+// newSession attaches a fresh ledger and recorder to the stream's strategy,
+// under the lease token of the session's lead (its records are fenced by
+// it); the previous session's must have been detached (session.end).
 func (r *Relay) newSession(events <-chan event, confirmed *atomic.Uint64, bud *budget) *session {
 	ss := &session{r: r, s: r.strat, events: events, confirmed: confirmed, budget: bud, room: make(chan struct{}, 1)}
-	a := &attachment{l: newLedger(), returned: make(chan struct{}, 1)}
+	a := &attachment{l: newLedger(), returned: make(chan struct{}, 1), token: r.leaseToken()}
 	a.ctx, a.cancel = context.WithCancel(r.sendCtx)
-	a.rec = newRecorder(r.recordOut, ss.complete)
+	a.rec = newRecorder(func(out toRecord) error { return r.recordOut(out, a.token) }, ss.complete)
 	ss.a = a
 	r.behindNano.Store(0)
 	r.batchesInFlight.Store(0)
@@ -105,9 +107,12 @@ func (ss *session) drain() {
 
 // end detaches the session from the strategy: no more claims, the
 // publishes of its claims are cancelled, and once every claim came back
-// (bounded by the core's lease) and the records under way returned, its
-// marks change nothing more. So an old publish never races the next
-// session's. After an abort it waits for nothing.
+// and the records under way returned, its marks change nothing more. It
+// does not detach while a claim is out, so that an old claim's publish or
+// mark never runs under the next session: past the core's lease it logs a
+// warning and keeps waiting, until the claims come back or the relay's
+// publishes are cancelled (ShutdownTimeout after Stop). After an abort it
+// waits for nothing.
 func (ss *session) end() {
 	ss.s.closeClaims(ss.a)
 	ss.a.cancel()
@@ -118,11 +123,12 @@ func (ss *session) end() {
 	ss.s.detach(ss.a)
 }
 
-// waitReturned waits until no claim of the session's ledger is out, for
-// up to d.
-func (ss *session) waitReturned(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// waitReturned waits until no claim of the session's ledger is out, or
+// the relay's publishes are cancelled (Stop's ShutdownTimeout, or abort);
+// if that takes longer than warnAfter it logs a warning, once.
+func (ss *session) waitReturned(warnAfter time.Duration) {
+	warn := time.NewTimer(warnAfter)
+	defer warn.Stop()
 	for {
 		ss.s.mu.Lock()
 		n := ss.a.l.leased()
@@ -132,10 +138,11 @@ func (ss *session) waitReturned(d time.Duration) {
 		}
 		select {
 		case <-ss.a.returned:
-		case <-t.C:
-			ss.r.log.Warn("the stream's publishes did not return in time; their marks change nothing",
-				slog.Int("messages", n))
+		case <-ss.r.sendCtx.Done():
 			return
+		case <-warn.C:
+			ss.r.log.Warn("the stream's publishes did not return within the lease; the session waits for them before it ends",
+				slog.Int("messages", n), slog.Duration("lease", warnAfter))
 		}
 	}
 }
@@ -161,25 +168,30 @@ func (ss *session) held() int {
 
 // complete takes a group whose record committed (the recorder's
 // callback): it passes the group's messages in the ledger, confirms the
-// position that moved, gives their bytes back to the budget and their room
-// to the feeder, and reports what was handed to the table path.
+// position that moved (under the strategy's mutex, so that two records
+// completing at once never move it backwards), gives their bytes back to
+// the budget and their room to the feeder, and reports the record
+// (Relay.report: Hooks.Published for the acknowledged messages, what was
+// handed to the table path). After an abort it confirms and reports
+// nothing.
 func (ss *session) complete(out toRecord) {
 	r := ss.r
 	epoch := ss.checks.Load()
 	ss.s.mu.Lock()
 	confirm, msgs, bytes := ss.a.l.recorded(out, epoch)
 	ss.pass(msgs)
+	aborted := r.aborted.Load()
+	if !aborted && confirm > 0 && uint64(confirm) > ss.confirmed.Load() {
+		ss.confirmed.Store(uint64(confirm))
+	}
 	idle := ss.a.l.held() == 0
 	ready := !ss.a.closed && ss.a.l.ready() > 0
 	ss.s.mu.Unlock()
 	if ready {
 		ss.s.wakes.signal()
 	}
-	if r.aborted.Load() {
+	if aborted {
 		return // nothing more is confirmed
-	}
-	if confirm > 0 && uint64(confirm) > ss.confirmed.Load() {
-		ss.confirmed.Store(uint64(confirm))
 	}
 	ss.budget.give(bytes)
 	select {
@@ -219,18 +231,20 @@ func (ss *session) pass(n int) {
 
 // streamSink is the sink of the stream's relay core: its publishes also
 // end when the session of their claim ends (attachment.ctx: at the
-// session's end, on abort, or ShutdownTimeout after Stop), and then every
-// message not acknowledged found the broker unavailable, so that the
-// strategy gives it back instead of recording a failure.
+// session's end, on abort, or ShutdownTimeout after Stop). A publish whose
+// session ended before it began, and the errors a session's end caused
+// (the publish was cancelled: errors of the retriable and unavailable
+// classes), wrap strategy.ErrAbandoned, so that the core gives the
+// messages back without pausing or counting anything; the broker's other
+// answers (a permanent error, a topic that cannot take records) keep their
+// class and are recorded as usual.
 type streamSink struct {
 	sink.Sink
 	s *streamStrategy
 }
 
 func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
-	k.s.mu.Lock()
-	a := k.s.cur
-	k.s.mu.Unlock()
+	a := k.s.sessionOf(recs)
 	if a == nil || a.ctx.Err() != nil {
 		errs := make([]error, len(recs))
 		for i := range errs {
@@ -245,7 +259,7 @@ func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	errs := k.Sink.Publish(ctx, recs)
 	if a.ctx.Err() != nil {
 		for i, err := range errs {
-			if err != nil && sink.Classify(err) != sink.Unavailable {
+			if c := sink.Classify(err); err != nil && (c == sink.Retriable || c == sink.Unavailable) {
 				errs[i] = fmt.Errorf("%w: %w", errSessionEnded, err)
 			}
 		}
@@ -254,4 +268,4 @@ func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 }
 
 // errSessionEnded is the error of a stream publish whose session ended.
-var errSessionEnded = fmt.Errorf("%w: the stream's session ended", sink.ErrUnavailable)
+var errSessionEnded = fmt.Errorf("%w: the stream's session ended", strategy.ErrAbandoned)

@@ -2,13 +2,13 @@ package cdc
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/relay/strategy"
 	"github.com/outbox-dev/outbox/store"
 )
@@ -16,8 +16,10 @@ import (
 // streamStrategy is the stream's strategy.Strategy, driven by the relay
 // core (Relay.core): its claims hand out the ready messages of the current
 // session's ledger, and its marks acknowledge, fail or give back messages
-// of the ledger and wait until the recorder has recorded what they leave
-// to record. Between sessions there is no ledger: claims are empty and
+// of the ledger and hand what that leaves to record to the session's
+// recorder, under the mutex, so that the recorder gets the ledger's
+// changes in the order they were made (lock order: mu, then the
+// recorder's). Between sessions there is no ledger: claims are empty and
 // marks change nothing (they return 0, which the core reports as fenced).
 type streamStrategy struct {
 	log   *slog.Logger
@@ -44,6 +46,9 @@ type attachment struct {
 	// returned gets a token whenever a claim's messages came back (a mark
 	// or a release), for the session's end (waitReturned).
 	returned chan struct{}
+	// token is the slot's lease token of the session's lead, taken when
+	// the session started streaming: its records are fenced by it.
+	token uuid.UUID
 }
 
 func newStreamStrategy(log *slog.Logger) *streamStrategy {
@@ -87,6 +92,24 @@ func (s *streamStrategy) locked(fn func(a *attachment)) {
 	}
 }
 
+// sessionOf returns the attachment whose ledger holds recs, the records of
+// one claim, handed out and not yet returned; nil when the current
+// session's ledger does not (the claim's session ended).
+func (s *streamStrategy) sessionOf(recs []outbox.Record) *attachment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.cur
+	if a == nil {
+		return nil
+	}
+	for _, rec := range recs {
+		if e := a.l.leasedBy[rec.Seq]; e == nil || e.rec.ID != rec.ID {
+			return nil
+		}
+	}
+	return a
+}
+
 // returnedFrom signals a's session that messages of its claims came back.
 func (a *attachment) returnedFrom() {
 	select {
@@ -109,89 +132,99 @@ func (s *streamStrategy) Claim(_ context.Context, p store.ClaimParams) (store.Cl
 }
 
 // MarkSent acknowledges seqs of token's claim: the next message of each
-// aggregate becomes ready, and the acknowledged ones are recorded SENT (or
-// deleted). It returns once that record committed, with the number of
-// token's messages; 0 when the session's record was refused (another relay
-// took the slot); an error, which ends the session, when the record
-// failed. It never claims.
+// aggregate becomes ready, and the acknowledged ones go to the session's
+// recorder, to be recorded SENT (or deleted). It returns without waiting
+// for that record, with the number of token's messages (0 once the
+// session is detached). The session calls Hooks.Published for them once
+// their record committed, and ends, the next one reading them again, if
+// it did not; its end waits for the records under way. It never claims and
+// never fails.
 func (s *streamStrategy) MarkSent(_ context.Context, token uuid.UUID, seqs []int64, _ *strategy.Next) (int64, *store.Claim, error) {
-	var out toRecord
-	var rec *recorder
+	var n int
 	s.locked(func(a *attachment) {
 		if a == nil {
 			return
 		}
-		out, rec = a.l.ack(token, seqs), a.rec
-		if len(out.sent) > 0 {
+		out := a.l.ack(token, seqs)
+		if n = len(out.sent); n > 0 {
+			a.rec.hand(out)
 			a.returnedFrom()
 		}
 	})
-	n, err := s.settle(rec, out, len(out.sent))
-	return n, nil, err
+	return int64(n), nil, nil
 }
 
 // MarkFailed records the failures of token's claim. Those that found the
 // broker unreachable (store.Failure.Unavailable) go back, ready again
 // first in line, and nothing is recorded for them; the others are recorded
 // FAILED or DEAD_LETTER and their aggregates handed to the table path. It
-// returns as MarkSent does.
+// returns once that record committed (see settle), with the number of
+// token's failures, so that the core reports them only then.
 func (s *streamStrategy) MarkFailed(_ context.Context, token uuid.UUID, fs []store.Failure) (int64, error) {
+	var unavailable, others []store.Failure
+	for _, f := range fs {
+		if f.Unavailable {
+			unavailable = append(unavailable, f)
+		} else {
+			others = append(others, f)
+		}
+	}
 	var (
-		n      int
-		out    toRecord
-		rec    *recorder
-		ending bool
+		back, n int
+		done    <-chan error
+		ending  bool
 	)
 	s.locked(func(a *attachment) {
 		if a == nil {
 			return
 		}
-		n, out = a.l.fail(token, fs)
-		rec, ending = a.rec, a.closed
+		back, _ = a.l.fail(token, unavailable) // gives back, records nothing
+		var out toRecord
+		n, out = a.l.fail(token, others)
+		n += back
+		if !out.empty() {
+			done = a.rec.hand(out)
+		}
+		ending = a.closed
 		if n > 0 {
 			a.returnedFrom()
 		}
 	})
 	if !ending { // at the session's end its publishes were cancelled
-		s.logUnavailable(fs, n)
+		s.logUnavailable(unavailable, back)
 	}
-	return s.settle(rec, out, n)
+	return settle(done, n)
 }
 
-// logUnavailable logs that the broker is unreachable when fs says so.
-func (s *streamStrategy) logUnavailable(fs []store.Failure, n int) {
-	if n == 0 {
+// logUnavailable logs that the broker is unreachable when back of the
+// claim's failures (unavailable, all of them store.Failure.Unavailable)
+// went back.
+func (s *streamStrategy) logUnavailable(unavailable []store.Failure, back int) {
+	if back == 0 {
 		return
 	}
-	var back int
 	var retryIn time.Duration
 	var last string
-	for _, f := range fs {
-		if f.Unavailable {
-			back++
-			retryIn, last = max(retryIn, f.Delay), f.Error
-		}
+	for _, f := range unavailable {
+		retryIn, last = max(retryIn, f.Delay), f.Error
 	}
-	if back > 0 {
-		s.log.Warn("broker unavailable; the stream waits", slog.String("error", last),
-			slog.Int("messages", back), slog.Duration("retry_in", retryIn))
-	}
+	s.log.Warn("broker unavailable; the stream waits", slog.String("error", last),
+		slog.Int("messages", back), slog.Duration("retry_in", retryIn))
 }
 
-// settle hands out to rec and waits until it is recorded; it returns n
-// then, 0 when the record was refused by the fence, or the record's error.
-func (s *streamStrategy) settle(rec *recorder, out toRecord, n int) (int64, error) {
-	if rec == nil || out.empty() {
-		return int64(n), nil
-	}
-	err := rec.record(out)
-	switch {
-	case err == nil:
-		return int64(n), nil
-	case errors.Is(err, errLostLead) || errors.Is(err, errStopped):
+// settle waits for the record a mark handed to the recorder (done; nil
+// when it handed nothing) and returns n once it committed. When the record
+// did not commit (the fence refused it, it failed, or the relay was
+// aborted) it returns 0 and no error: 0 tells the core that nothing of the
+// claim counts as marked, so that it reports no failure (it logs the claim
+// as fenced) and does not retry; the recorder's error ends the session,
+// whose end returns and logs it, and the next session reads the messages
+// again.
+func settle(done <-chan error, n int) (int64, error) {
+	if done != nil && <-done != nil {
 		return 0, nil
 	}
-	return 0, err
+	return int64(n), nil
 }
 
 // Release gives seqs of token's claim back, ready again.

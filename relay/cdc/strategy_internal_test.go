@@ -216,3 +216,90 @@ func TestStrategy_MarksOfADetachedLedgerReturnZero(t *testing.T) {
 		t.Errorf("recorded %v after detach; want nothing", all)
 	}
 }
+
+// blockWarn blocks the first WARN line until release is closed, after
+// closing entered.
+type blockWarn struct {
+	slog.Handler
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *blockWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (h *blockWarn) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.once.Do(func() { close(h.entered); <-h.release })
+	}
+	return nil
+}
+
+// A failure reaches the recorder before any later change of the ledger:
+// a deferral that the failure causes (a later message of the failed
+// aggregate, added while MarkFailed has not returned) is recorded in the
+// same statement or after it, never before, so that the table path never
+// takes the aggregate over while its earlier failure is unrecorded (it
+// would send the next message without counting that attempt).
+func TestStrategy_FailureIsRecordedBeforeTheDeferralItCauses(t *testing.T) {
+	h := &blockWarn{entered: make(chan struct{}), release: make(chan struct{})}
+	s := newStreamStrategy(slog.New(h))
+	a := &attachment{l: newLedger(), returned: make(chan struct{}, 1)}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var order [][]int64
+	gate := make(chan struct{}) // holds a1's record until a3 was handed in
+	a.rec = newRecorder(func(out toRecord) error {
+		mu.Lock()
+		order = append(order, seqsOfRecord(out))
+		mu.Unlock()
+		if slices.Contains(seqsOfRecord(out), 1) {
+			<-gate
+		}
+		return nil
+	}, func(out toRecord) {
+		s.mu.Lock()
+		a.l.recorded(out, 0)
+		s.mu.Unlock()
+	})
+	s.attach(a)
+	s.mu.Lock()
+	a.l.add(1, []item{{rec: testRec(1, "a")}, {rec: testRec(2, "b")}}, 0)
+	s.mu.Unlock()
+	c, _ := s.Claim(context.Background(), store.ClaimParams{Limit: 10})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// a1 failed for good; b2 found the broker unreachable, so
+		// MarkFailed logs a warning (held by h) before it returns.
+		_, _ = s.MarkFailed(context.Background(), c.Token, []store.Failure{
+			{Seq: 1, Error: "bad", Dead: true, CountAttempt: true},
+			{Seq: 2, Error: "down", Unavailable: true}})
+	}()
+	<-h.entered // MarkFailed changed the ledger and has not returned
+	// The feeder adds a3: its aggregate is blocked, so it is deferred.
+	s.mu.Lock()
+	out := a.l.add(2, []item{{rec: testRec(3, "a")}}, 0)
+	if !out.handsOver() {
+		t.Fatal("a3 was not deferred")
+	}
+	a.rec.hand(out)
+	s.mu.Unlock()
+	close(gate)
+	close(h.release)
+	<-done
+	a.rec.waitIdle()
+	mu.Lock()
+	defer mu.Unlock()
+	var at1, at3 = -1, -1
+	for i, seqs := range order {
+		if slices.Contains(seqs, 1) {
+			at1 = i
+		}
+		if slices.Contains(seqs, 3) {
+			at3 = i
+		}
+	}
+	if at1 < 0 || at3 < at1 {
+		t.Fatalf("statements in start order %v; want a1's failure recorded with or before the deferral of a3", order)
+	}
+}
