@@ -264,7 +264,9 @@ func attrs(r slog.Record) map[string]string {
 }
 
 // Each decided failure is logged once with its line and level (ERROR dead,
-// WARN counted, DEBUG not the message's fault), the message's identity,
+// WARN counted, DEBUG not the message's fault, with a line of its own for
+// an unreachable broker that does not claim a retry was scheduled), the
+// message's identity,
 // its attempts and the error, and passed to the Failed hook.
 func TestReporter_LinesLevelsAndHook(t *testing.T) {
 	err := errors.New("NOT_ENOUGH_REPLICAS")
@@ -281,6 +283,8 @@ func TestReporter_LinesLevelsAndHook(t *testing.T) {
 		{"dead", failure.Lines{}, store.Failure{CountAttempt: true, Dead: true}, slog.LevelError, failure.RelayLines.Dead, "4", ""},
 		{"counted", failure.Lines{}, store.Failure{CountAttempt: true, Delay: 8 * time.Second}, slog.LevelWarn, failure.RelayLines.Retry, "4", "8s"},
 		{"not counted", failure.Lines{}, store.Failure{Delay: time.Second}, slog.LevelDebug, failure.RelayLines.Wait, "3", "1s"},
+		{"broker unreachable", failure.Lines{}, store.Failure{Delay: time.Second, Unavailable: true}, slog.LevelDebug, failure.UnavailableLine, "3", "1s"},
+		{"custom, broker unreachable", custom, store.Failure{Delay: time.Second, Unavailable: true}, slog.LevelDebug, failure.UnavailableLine, "3", "1s"},
 		{"custom dead", custom, store.Failure{CountAttempt: true, Dead: true}, slog.LevelError, custom.Dead, "4", ""},
 		{"custom counted", custom, store.Failure{CountAttempt: true, Delay: time.Second}, slog.LevelWarn, custom.Retry, "4", "1s"},
 		{"custom not counted", custom, store.Failure{Delay: time.Second}, slog.LevelDebug, custom.Wait, "3", "1s"},

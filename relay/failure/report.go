@@ -14,9 +14,18 @@ type Lines struct {
 	// Retry is logged at WARN for a counted attempt with a retry scheduled.
 	Retry string
 	// Wait is logged at DEBUG for a failure that was not the message's
-	// fault (no attempt counted), with a retry scheduled.
+	// fault (no attempt counted), with a retry scheduled; not for an
+	// unreachable broker (store.Failure.Unavailable), which logs
+	// UnavailableLine.
 	Wait string
 }
+
+// UnavailableLine is logged at DEBUG by every Reporter for a failure that
+// found the broker unreachable (store.Failure.Unavailable): no attempt is
+// counted, and the message is tried again once the relay's pause is over,
+// whether the strategy recorded a retry or holds the message in memory and
+// gave it back.
+const UnavailableLine = "broker unreachable; the message is tried again after the relay's pause, without counting an attempt"
 
 // RelayLines are the polling relay's lines, a Reporter's default.
 var RelayLines = Lines{
@@ -61,6 +70,8 @@ func (rp Reporter) Report(rec outbox.Record, err error, f store.Failure) {
 		log.Error(lines.Dead, attrs...)
 	case f.CountAttempt:
 		log.Warn(lines.Retry, append(attrs, slog.Duration("retry_in", f.Delay))...)
+	case f.Unavailable:
+		log.Debug(UnavailableLine, append(attrs, slog.Duration("retry_in", f.Delay))...)
 	default:
 		log.Debug(lines.Wait, append(attrs, slog.Duration("retry_in", f.Delay))...)
 	}
