@@ -38,7 +38,9 @@ type entry struct {
 	err     error
 	pos     bool // a position, no message
 	end     pglogrepl.LSN
-	at      int // index in the ready heap; -1 when not in it
+	// doomed: the message cannot be published (it could not be decoded);
+	// it fails when it reaches the head of its lane.
+	doomed bool
 }
 
 // item is one message of a checked batch, for ledger.add.
@@ -104,7 +106,10 @@ type lane struct {
 //     The block stays until the failure or deferral is recorded and a
 //     check that started after that record committed (epoch) was added:
 //     that check, and every later one, sees the aggregate deferred in the
-//     table itself.
+//     table itself. A message that cannot be published (it could not be
+//     decoded) fails only once the earlier messages of its aggregate were
+//     acknowledged, so that the table path never takes over a message the
+//     stream still publishes.
 //   - The confirmed position moves only over messages whose outcome was
 //     recorded (or that were skipped), in stream order, so a restart from
 //     it re-reads every message that is not recorded.
@@ -161,7 +166,7 @@ func (l *ledger) addItem(it item, out *toRecord) {
 	switch {
 	case it.fail != nil:
 		e.failure, e.err = *it.fail, it.err
-		l.block(e, entryFailed, out)
+		l.addUnpublishable(e, out)
 	case it.act == actSkip:
 		e.state = entryDone
 	case it.act == actDefer:
@@ -177,6 +182,23 @@ func (l *ledger) addItem(it item, out *toRecord) {
 			l.makeReady(e)
 		}
 	}
+}
+
+// addUnpublishable adds a message that cannot be published. It fails at
+// once when no earlier message of its aggregate waits to be published;
+// otherwise it waits at the end of its lane and fails when it reaches the
+// head, so that its record, which hands the aggregate to the table path,
+// never commits while an earlier message of the aggregate is still being
+// published. Either way its aggregate is blocked from now on.
+func (l *ledger) addUnpublishable(e *entry, out *toRecord) {
+	ln := l.lane(e.agg)
+	if len(ln.queue) == 0 {
+		l.block(e, entryFailed, out)
+		return
+	}
+	e.doomed = true
+	ln.queue = append(ln.queue, e)
+	l.hold(e.agg, ln)
 }
 
 func (l *ledger) push(e *entry) {
@@ -209,10 +231,30 @@ func (l *ledger) block(e *entry, state entryState, out *toRecord) {
 	} else {
 		out.deferred = append(out.deferred, e)
 	}
-	ln := l.lane(e.agg)
+	l.hold(e.agg, l.lane(e.agg))
+}
+
+// hold counts one more unrecorded failure or deferral of agg and blocks it.
+func (l *ledger) hold(agg aggregate, ln *lane) {
 	ln.unsent++
 	ln.blocked = true
-	delete(l.lifting, e.agg)
+	delete(l.lifting, agg)
+}
+
+// failQueue empties ln's queue, whose head failed or cannot be published:
+// the messages that cannot be published fail (they were counted when
+// added), the others are deferred.
+func (l *ledger) failQueue(ln *lane, out *toRecord) {
+	q := ln.queue
+	ln.queue = nil
+	for _, e := range q {
+		if e.doomed {
+			e.state = entryFailed
+			out.failed = append(out.failed, e)
+			continue
+		}
+		l.block(e, entryDeferred, out)
+	}
 }
 
 // lift unblocks the aggregates whose failures and deferrals were recorded
@@ -262,8 +304,9 @@ func (l *ledger) take(token uuid.UUID, seq int64) *entry {
 }
 
 // ack records that seqs of token's claim were acknowledged: the next
-// message of each of their aggregates becomes ready. The messages that
-// were token's are in the returned sent.
+// message of each of their aggregates becomes ready (or fails, if it
+// cannot be published). The messages that were token's are in the
+// returned sent.
 func (l *ledger) ack(token uuid.UUID, seqs []int64) toRecord {
 	var out toRecord
 	for _, seq := range seqs {
@@ -273,16 +316,25 @@ func (l *ledger) ack(token uuid.UUID, seqs []int64) toRecord {
 		}
 		e.state = entrySent
 		out.sent = append(out.sent, e)
-		ln := l.lanes[e.agg]
-		ln.queue = ln.queue[1:]
-		if len(ln.queue) > 0 {
-			l.makeReady(ln.queue[0])
-		} else {
-			ln.queue = nil
-			l.drop(e.agg, ln)
-		}
+		l.advance(e.agg, &out)
 	}
 	return out
+}
+
+// advance moves agg's lane on after its head was acknowledged: the next
+// message becomes ready, or, if it cannot be published, fails.
+func (l *ledger) advance(agg aggregate, out *toRecord) {
+	ln := l.lanes[agg]
+	ln.queue = ln.queue[1:]
+	switch {
+	case len(ln.queue) == 0:
+		ln.queue = nil
+		l.drop(agg, ln)
+	case ln.queue[0].doomed:
+		l.failQueue(ln, out)
+	default:
+		l.makeReady(ln.queue[0])
+	}
 }
 
 // fail records the failures of token's claim. A failure that found the
@@ -303,12 +355,9 @@ func (l *ledger) fail(token uuid.UUID, fs []store.Failure) (n int, out toRecord)
 		}
 		e.failure = f
 		ln := l.lanes[e.agg]
-		behind := ln.queue[1:]
-		ln.queue = nil
+		ln.queue = ln.queue[1:]
 		l.block(e, entryFailed, &out)
-		for _, b := range behind {
-			l.block(b, entryDeferred, &out)
-		}
+		l.failQueue(ln, &out)
 	}
 	return n, out
 }

@@ -195,6 +195,39 @@ func TestLedger_DecodeFailureAndSkip(t *testing.T) {
 	}
 }
 
+// A message that cannot be published, behind an earlier message of its
+// aggregate that is still being published, fails only once that one was
+// acknowledged (or failed): its record hands the aggregate to the table
+// path, which must not take over a message the stream still publishes.
+func TestLedger_UnpublishableWaitsForTheMessagesBeforeIt(t *testing.T) {
+	for _, outcome := range []string{"ack", "fail"} {
+		t.Run(outcome, func(t *testing.T) {
+			l := newLedger()
+			bad := msg(2, "a")
+			bad.fail = &store.Failure{Seq: 2, Dead: true, CountAttempt: true}
+			bad.err = fmt.Errorf("bad headers")
+			out := l.add(1, []item{msg(1, "a"), bad, msg(3, "a")}, 0)
+			if len(out.failed) != 0 {
+				t.Fatalf("failed %v while 1 waits to be published; want nothing yet", entrySeqs(out.failed))
+			}
+			wantSeqs(t, "deferred behind it", entrySeqs(out.deferred), []int64{3})
+			tok := uuid.New()
+			wantSeqs(t, "claim", seqs(l.claim(tok, 10)), []int64{1})
+			if outcome == "ack" {
+				out = l.ack(tok, []int64{1})
+				wantSeqs(t, "sent", entrySeqs(out.sent), []int64{1})
+				wantSeqs(t, "failed", entrySeqs(out.failed), []int64{2})
+			} else {
+				_, out = l.fail(tok, []store.Failure{{Seq: 1, CountAttempt: true}})
+				wantSeqs(t, "failed", entrySeqs(out.failed), []int64{1, 2})
+			}
+			if out.failed[len(out.failed)-1].err == nil || len(out.deferred) != 0 || l.ready() != 0 {
+				t.Fatalf("deferred %v, ready %d; want the failure with its reason, nothing else", entrySeqs(out.deferred), l.ready())
+			}
+		})
+	}
+}
+
 // The confirmed position moves only over recorded messages, in stream
 // order, whatever order the records commit in; an idle position is
 // confirmed once everything before it is.
@@ -230,6 +263,9 @@ func TestLedger_PositionOnlyOverRecordedInStreamOrder(t *testing.T) {
 //     aggregate was acknowledged, and never behind a failed or deferred one
 //     unless its check started after that one's record committed;
 //   - at most one message per aggregate is leased;
+//   - a failure is left to record (which hands its aggregate to the table
+//     path) only when no earlier message of its aggregate is still waiting
+//     to be published or being published;
 //   - the confirmed position never passes a message whose outcome is not
 //     recorded;
 //   - in the end every message is recorded and the last position confirmed.
@@ -304,12 +340,12 @@ func (s *sim) check() {
 	for _, it := range items {
 		s.msgs[it.rec.Seq].pos = s.lsn
 	}
-	s.take(s.l.add(uint64(s.runningEpoch), items, s.lsn))
 	for _, it := range items {
 		if it.act == actSkip && it.fail == nil {
 			s.msgs[it.rec.Seq].state, s.msgs[it.rec.Seq].recorded = "skipped", true
 		}
 	}
+	s.take(s.l.add(uint64(s.runningEpoch), items, s.lsn))
 }
 
 // newItems makes up to 4 messages of a check.
@@ -346,6 +382,13 @@ func (s *sim) take(out toRecord) {
 	}
 	for _, e := range out.sent {
 		s.msgs[e.rec.Seq].state = "sent"
+	}
+	for _, e := range out.failed {
+		for _, m := range s.order {
+			if m.seq < e.rec.Seq && m.agg == e.agg.id && m.pos > 0 && (m.state == "" || m.state == "leased") {
+				s.t.Fatalf("seq %d left to record as failed while %d of its aggregate is %q", e.rec.Seq, m.seq, m.state)
+			}
+		}
 	}
 	s.pending = append(s.pending, out)
 }
