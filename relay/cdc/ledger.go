@@ -134,6 +134,12 @@ func (l *ledger) held() int { return l.msgs }
 // leased is the number of messages handed out and not yet returned.
 func (l *ledger) leased() int { return len(l.leasedBy) }
 
+// holds reports whether rec is handed out and not yet returned.
+func (l *ledger) holds(rec outbox.Record) bool {
+	e := l.leasedBy[rec.Seq]
+	return e != nil && e.rec.ID == rec.ID
+}
+
 // ready is the number of messages claim would hand out now.
 func (l *ledger) ready() int { return l.heads.Len() }
 

@@ -103,7 +103,7 @@ func (s *streamStrategy) sessionOf(recs []outbox.Record) *attachment {
 		return nil
 	}
 	for _, rec := range recs {
-		if e := a.l.leasedBy[rec.Seq]; e == nil || e.rec.ID != rec.ID {
+		if !a.l.holds(rec) {
 			return nil
 		}
 	}
