@@ -62,9 +62,10 @@
 //     Messages whose publish failed, and the later ones of their
 //     aggregates, are claimed and marked as in claim mode.
 //   - cdc (package relay/cdc): one relay at a time reads the inserts from
-//     the write-ahead log, with a pipeline of its own; its table path is a
-//     Relay over the claim strategy, for the aggregates the stream handed
-//     to it.
+//     the write-ahead log; a Relay over its stream strategy publishes them
+//     (the workers claim from the messages read, in commit order, one per
+//     aggregate at a time), and its table path is a Relay over the claim
+//     strategy, for the aggregates the stream handed to it.
 //
 // Over PostgreSQL, package relay/modes runs the strategy of the mode the
 // outbox records, and follows a switch from claim to cursor while the

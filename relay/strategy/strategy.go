@@ -8,6 +8,11 @@
 //   - [github.com/outbox-dev/outbox/relay/cursor]: one relay at a time, the
 //     leader, reads the table in seq order and keeps a position instead of
 //     marking each message (PostgreSQL).
+//   - [github.com/outbox-dev/outbox/relay/cdc]: one relay at a time reads
+//     the inserts from PostgreSQL's write-ahead log; its stream strategy
+//     hands out the messages read, in commit order, and records the marks
+//     in grouped statements (the package runs the relay itself:
+//     cdc.New).
 //
 // The core drives a Strategy and never asks which one it is: it claims a
 // batch, publishes it, and hands back what became of each message (sent,
@@ -39,7 +44,8 @@ type Strategy interface {
 	// Claim leases up to p.Limit messages to p.Owner for p.Lease, keeping
 	// order per aggregate: a message is never handed out while an earlier
 	// message of its aggregate is unsent or held by another claim. The
-	// records are in Seq order.
+	// records are in the order the strategy publishes in: Seq order (claim,
+	// cursor) or commit order (CDC).
 	Claim(ctx context.Context, p store.ClaimParams) (store.Claim, error)
 	// MarkSent records seqs of the claim token as sent. When next is not
 	// nil, the worker claims again right after: the strategy may claim the
