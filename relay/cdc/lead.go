@@ -237,8 +237,10 @@ func (r *Relay) renewLead(l *leadership) bool {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.lease/3)
+	r.leaseRow.Lock()
 	sent := time.Now()
 	tag, err := r.cfg.Pool.Exec(ctx, r.q.leaseRenew, r.cfg.Slot, l.token, l.lease.Milliseconds())
+	r.leaseRow.Unlock()
 	cancel()
 	switch {
 	case l.ctx.Err() != nil:

@@ -129,6 +129,8 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 	}
 	ctx, cancel := context.WithTimeout(r.sendCtx, r.cfg.PublishTimeout)
 	defer cancel()
+	r.leaseRow.RLock()
+	defer r.leaseRow.RUnlock()
 	rows, err := r.cfg.Pool.Query(ctx, r.q.check, seqs, types, ids, xids, r.cfg.Slot, r.leaseToken())
 	if err != nil {
 		return fmt.Errorf("cdc: check batch: %w", err)
@@ -202,8 +204,10 @@ func (r *Relay) record(out *outcome, token uuid.UUID) error {
 	defer cancel()
 	var nFailed, nDeferred, nSent int64
 	var leading bool
+	r.leaseRow.RLock()
 	err := r.cfg.Pool.QueryRow(ctx, q, append(recordArgs(out), r.cfg.Slot, token)...).
 		Scan(&leading, &nFailed, &nDeferred, &nSent)
+	r.leaseRow.RUnlock()
 	if err != nil {
 		return fmt.Errorf("cdc: record the batch (its messages are sent again after a reconnect): %w", err)
 	}

@@ -49,7 +49,15 @@ type Relay struct {
 	notMigrated condlog.Condition          // the outbox tables are missing
 	leader      atomic.Bool                // this relay streams from the slot now
 	lead        atomic.Pointer[leadership] // the session's lease of the slot (lead.go); nil on a standby
-	behindNano  atomic.Int64               // unix nanos since when received messages wait; 0 when caught up
+	// leaseRow orders this relay's statements on its lease row: the check
+	// and the record lock the row FOR SHARE and hold leaseRow for reading,
+	// the renewal updates the row and holds leaseRow for writing. So a
+	// renewal waits only for the statements under way. Without it,
+	// statements that overlap one another keep the row share-locked, and
+	// PostgreSQL lets each new share lock in ahead of the waiting update:
+	// under a steady load the renewal could wait until the lease lapsed.
+	leaseRow   sync.RWMutex
+	behindNano atomic.Int64 // unix nanos since when received messages wait; 0 when caught up
 	// batchesInFlight counts the batches with messages that were checked
 	// and added to the session's ledger and not yet passed by its confirmed
 	// position (for tests: pipelining happened).
