@@ -161,6 +161,12 @@ func suiteOrderAcrossAnOutage(t *testing.T, s strategy) {
 	a := e.publishingRelay("A", nil, "--publish-timeout", "1s")
 	b := e.relay("B", nil, "--publish-timeout", "1s")
 	w := e.startWriter(10, 20*time.Millisecond)
+	// The outage begins once a relay publishes, so that it fails publishes:
+	// on a busy server the stream may deliver the first commits seconds
+	// after they were made.
+	waitFor(t, "a first publish", 30*time.Second, func() bool {
+		return strings.Contains(a.output()+b.output(), "first message published")
+	})
 	time.Sleep(time.Second)
 	e.broker.Close()
 	time.Sleep(4 * time.Second)
