@@ -183,8 +183,9 @@ type Config struct {
 	// the stream's relay core uses MaxAttempts, RetryBase and RetryMax for
 	// the first retry it schedules, UnavailableBackoffMax for its pause
 	// while the broker is unreachable, and the longer of Lease and twice
-	// PublishTimeout as the lease of its claims (it bounds a publish and
-	// its record; nobody else can take a message of the stream). They
+	// PublishTimeout as the lease of its claims (in memory: nobody else can
+	// take a message of the stream; past it a session's end logs a
+	// warning and keeps waiting for the claim). They
 	// default to 30s, 10, 1s, 300s and 30s.
 	Lease                 time.Duration
 	MaxAttempts           int

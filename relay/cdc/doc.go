@@ -52,12 +52,14 @@
 //     to the table path (below), and no earlier message of its aggregate is
 //     FAILED, IN_FLIGHT or DEAD_LETTER. A row that is SENT or gone was
 //     handled already and is skipped; any other message, and its aggregate,
-//     goes to the table path. The checked batch joins the session's ledger
-//     of messages in flight, in stream order.
+//     goes to the table path. The checked batch joins the ledger, the
+//     relay's in-memory list of the messages in flight, in stream order
+//     (kept for one streaming connection, rebuilt from the slot after a
+//     reconnect).
 //  2. Publish: the workers of a relay core (package relay, the same core as
 //     the polling relay's, driving the stream as its strategy) claim the
-//     ready messages, oldest first, at most one per aggregate per claim:
-//     a message is ready only once the previous message of its aggregate
+//     ready messages, oldest first, with at most one message of each
+//     aggregate in flight at a time: a message is ready only once the previous message of its aggregate
 //     was acknowledged. If that one failed or was deferred, the message is
 //     deferred too. There are ceil(MaxInFlight / BatchSize) workers, each
 //     claiming up to BatchSize messages.
@@ -133,8 +135,8 @@
 // is replaced within about LeaderLease and a second.
 //
 // Fencing: every write of the active relay carries its lease token. The
-// deferrals of the check and the record of each batch (marks or deletes,
-// failures, deferrals) change nothing unless the lease carries the token,
+// deferrals of the check and every record (marks or deletes, failures,
+// deferrals) change nothing unless the lease carries the token,
 // and they hold the lease row (FOR SHARE) until they commit, so a takeover
 // waits for a record under way and no record of the old relay commits after
 // it. Status updates, which move the slot's confirmed position, go out only
@@ -144,8 +146,8 @@
 // records and confirms nothing more, ends its stream and stands by.
 //
 // Nothing is lost, and order per aggregate holds, across a takeover. The
-// confirmed position moves only over batches whose record committed under
-// the lease, and the new active relay streams from that position once the
+// confirmed position moves only over messages whose record committed under
+// the lease (or that the check skipped), and the new active relay streams from that position once the
 // old relay's walsender has ended: every message after it comes through
 // the new stream, and every message before it was recorded by the old
 // relay, SENT after its ack or handed to the table path, which publishes in

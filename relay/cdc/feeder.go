@@ -112,8 +112,9 @@ func (ss *session) addBatch(b batch) error {
 
 // checkBatch checks b's messages (check.sql) and returns them as the
 // ledger's items, with the check's verdicts. A message that could not be
-// decoded fails at once, as a dead letter (the relay's policy for a
-// permanent error).
+// decoded becomes a dead letter (the relay's policy for a permanent
+// error) once no earlier message of its aggregate waits in the ledger
+// (ledger.addUnpublishable).
 func (ss *session) checkBatch(b batch) ([]item, error) {
 	r := ss.r
 	var toCheck []event

@@ -50,7 +50,8 @@ type item struct {
 	// act is the check's verdict; ignored when fail is set.
 	act action
 	// fail, when not nil, says the message cannot be published (it could
-	// not be decoded): it fails at once, for err.
+	// not be decoded): it fails, for err, once no earlier message of its
+	// aggregate waits to be published (addUnpublishable).
 	fail *store.Failure
 	err  error
 }

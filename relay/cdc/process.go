@@ -241,8 +241,9 @@ func recordArgs(out *outcome) []any {
 	return []any{fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount}
 }
 
-// streamLines are the log lines of the stream's failures, which the table
-// path retries.
+// streamLines are the log lines of the stream's messages that could not be
+// decoded (the stream's relay core logs its publishes' failures with the
+// polling relay's lines); the table path handles them.
 var streamLines = failure.Lines{
 	Dead:  "message dead-lettered; its aggregate waits (table path)",
 	Retry: "publish failed; retry scheduled on the table path",

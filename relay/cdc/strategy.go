@@ -20,7 +20,8 @@ import (
 // recorder, under the mutex, so that the recorder gets the ledger's
 // changes in the order they were made (lock order: mu, then the
 // recorder's). Between sessions there is no ledger: claims are empty and
-// marks change nothing (they return 0, which the core reports as fenced).
+// marks change nothing (they return 0, which the core logs as "lease was
+// taken over": here it means that the session ended).
 type streamStrategy struct {
 	log   *slog.Logger
 	wakes wakeups
@@ -136,9 +137,9 @@ func (s *streamStrategy) Claim(_ context.Context, p store.ClaimParams) (store.Cl
 // recorder, to be recorded SENT (or deleted). It returns without waiting
 // for that record, with the number of token's messages (0 once the
 // session is detached). The session calls Hooks.Published for them once
-// their record committed, and ends, the next one reading them again, if
-// it did not; its end waits for the records under way. It never claims and
-// never fails.
+// their record committed; if it does not commit, the session ends and the
+// next one reads them again from the slot. The session's end waits for the
+// records under way. It never claims and never fails.
 func (s *streamStrategy) MarkSent(_ context.Context, token uuid.UUID, seqs []int64, _ *strategy.Next) (int64, *store.Claim, error) {
 	var n int
 	s.locked(func(a *attachment) {
@@ -216,8 +217,9 @@ func (s *streamStrategy) logUnavailable(unavailable []store.Failure, back int) {
 // when it handed nothing) and returns n once it committed. When the record
 // did not commit (the fence refused it, it failed, or the relay was
 // aborted) it returns 0 and no error: 0 tells the core that nothing of the
-// claim counts as marked, so that it reports no failure (it logs the claim
-// as fenced) and does not retry; the recorder's error ends the session,
+// claim counts as marked, so that it reports no failure (it logs "lease
+// was taken over", meaning here that the record did not commit) and does
+// not retry; the recorder's error ends the session,
 // whose end returns and logs it, and the next session reads the messages
 // again.
 func settle(done <-chan error, n int) (int64, error) {

@@ -23,7 +23,7 @@ import (
 // WAL (pg_logical_emit_message).
 const heartbeatPrefix = "outbox-cdc-heartbeat"
 
-// event is what the reader hands the processor, in stream order: an
+// event is what the reader hands the session (its feeder), in stream order: an
 // inserted message, or a position (end > 0) up to which everything has
 // been received: the end of a transaction, or an idle position from a
 // keepalive or heartbeat.
@@ -77,7 +77,7 @@ func (r *Relay) stream(conn *pgconn.PgConn, start pglogrepl.LSN) error {
 	return err
 }
 
-// errStopped ends the processor or reader when the relay stops.
+// errStopped ends the session or the reader when the relay stops.
 var errStopped = errors.New("cdc: stopping")
 
 type reader struct {
@@ -97,7 +97,7 @@ type reader struct {
 	nextStatus time.Time
 }
 
-// run reads the stream until stop, an error, or the processor's end.
+// run reads the stream until stop, an error, or the session's end.
 func (rd *reader) run() error {
 	r := rd.r
 	rd.types = pgtype.NewMap()
@@ -157,7 +157,7 @@ func (rd *reader) sendStatus() error {
 	return nil
 }
 
-// waitProcessor waits for the processor to return, keeping the server
+// waitProcessor waits for the session to return, keeping the server
 // informed meanwhile.
 func (rd *reader) waitProcessor() error {
 	if rd.procExited {
@@ -172,7 +172,7 @@ func (rd *reader) waitProcessor() error {
 			return err
 		case <-t.C:
 			if err := rd.sendStatus(); err != nil {
-				// The connection is gone; the processor's marks still
+				// The connection is gone; the session's marks still
 				// count, only its confirmation is lost.
 				return <-rd.procDone
 			}
@@ -180,7 +180,7 @@ func (rd *reader) waitProcessor() error {
 	}
 }
 
-// emit hands ev to the processor, sending status updates while it waits.
+// emit hands ev to the session, sending status updates while it waits.
 func (rd *reader) emit(ev event) error {
 	for {
 		if handed, err := rd.await(rd.events, ev, nil); handed || err != nil {
@@ -189,7 +189,7 @@ func (rd *reader) emit(ev event) error {
 	}
 }
 
-// emitRecord hands a decoded message to the processor once its bytes fit
+// emitRecord hands a decoded message to the session once its bytes fit
 // in the budget. Until then the reader reads no further: the server keeps
 // the rest of the stream, and the session's memory stays within
 // MaxInFlightBytes.
@@ -212,7 +212,7 @@ func (rd *reader) emitRecord(ev event) error {
 // await waits until ev is handed on events or a token arrives on freed
 // (a nil channel is not waited for), and reports true then; or until the
 // next status update is due, which it sends, and reports false. It fails
-// when the processor returned, the relay stops or the update cannot be
+// when the session returned, the relay stops or the update cannot be
 // sent.
 func (rd *reader) await(events chan<- event, ev event, freed <-chan struct{}) (bool, error) {
 	t := time.NewTimer(time.Until(rd.nextStatus))
@@ -235,7 +235,7 @@ func (rd *reader) await(events chan<- event, ev event, freed <-chan struct{}) (b
 	}
 }
 
-// emitPosition hands an idle position to the processor if it is new.
+// emitPosition hands an idle position to the session if it is new.
 func (rd *reader) emitPosition(lsn pglogrepl.LSN) error {
 	if rd.inTx || lsn <= rd.lastEnd {
 		return nil

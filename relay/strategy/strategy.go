@@ -53,10 +53,14 @@ type Strategy interface {
 	// after calling next.Linger, and only if Linger reports true. It
 	// returns a nil claim when it did not claim; the core then calls
 	// next.Linger itself if the strategy did not, and Claim. On error
-	// nothing counts as marked and nothing as claimed.
+	// nothing counts as marked and nothing as claimed. A strategy may
+	// return before the mark is durable (CDC groups its records): it then
+	// calls the relay's Published hook itself, once the mark is.
 	MarkSent(ctx context.Context, token uuid.UUID, seqs []int64, next *Next) (int64, *store.Claim, error)
 	// MarkFailed records failed publishes, as package failure decided them
-	// (FAILED with a retry time, or DEAD_LETTER).
+	// (FAILED with a retry time, or DEAD_LETTER). A strategy that holds its
+	// messages in memory gives those with Failure.Unavailable back
+	// instead of recording them.
 	MarkFailed(ctx context.Context, token uuid.UUID, failures []store.Failure) (int64, error)
 	// Release gives messages back unsent and due at once, counting no
 	// attempt.
