@@ -13,8 +13,9 @@ type Hooks struct {
 	// its row was marked (or deleted), with the time since it was created.
 	// It is called for the stream and for the table path alike.
 	Published func(rec outbox.Record, sinceCreated time.Duration)
-	// Failed is called for each failed publish that counts as an attempt;
-	// dead is true when the message became DEAD_LETTER.
+	// Failed is called for each failed publish, once it is recorded, except
+	// those that found the broker unreachable (given back, nothing
+	// counted); dead is true when the message became DEAD_LETTER.
 	Failed func(rec outbox.Record, err error, dead bool)
 	// Deferred is called for each message the stream hands to the table
 	// path instead of publishing it (its aggregate is blocked or deferred,
