@@ -123,13 +123,15 @@ func (e *env) cdcWriting() (*cdc.Relay, sink.Sink, func() int) {
 	return r, snk, stopWriting
 }
 
-// switchRefused asserts that SetMode(m) is refused now (within a short
-// wait), with an error that says what to do. SetMode tries again while a
-// CDC relay streams from the slot, until ctx ends; the wait is long enough
-// for one try on a loaded machine, whose time out would be the error.
+// switchRefused asserts that SetMode(m) is refused, with an error that
+// says what to do. SetMode tries again while a CDC relay streams from the
+// slot, for up to 10 s (a relay that is stopping lets go of it), and then
+// refuses; the deadline lies beyond that, so that the refusal ends the
+// call, not a deadline that falls inside one of its tries on a busy
+// machine.
 func (e *env) switchRefused(m pgstore.Mode, says string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := e.store.SetMode(ctx, m, "test")
 	if !errors.Is(err, pgstore.ErrModeSwitch) || !strings.Contains(err.Error(), says) {
