@@ -203,10 +203,9 @@ func TestRecord_LeavesAMessageAPollingRelayHolds(t *testing.T) {
 	if err != nil || len(c.Records) != 2 {
 		t.Fatalf("polling claim: %d records, %v; want the first two", len(c.Records), err)
 	}
-	out := &outcome{
-		sent:      []outbox.Record{recs[0], recs[2]},
-		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
-		deferAggs: map[aggregate]string{},
+	out := toRecord{
+		sent:   []*entry{entryOf(recs[0]), entryOf(recs[2])},
+		failed: []*entry{failedEntry(r, recs[1], errors.New("boom"))},
 	}
 	if err := r.record(out, r.leaseToken()); err != nil {
 		t.Fatal(err)
@@ -237,10 +236,9 @@ func TestRecordAndCheck_FencedOnceAnotherRelayTookTheLease(t *testing.T) {
 	if _, err := pool.Exec(ctx, r.q.leaseTake, r.cfg.Slot, "other", uuid.New(), time.Minute.Milliseconds(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	out := &outcome{
-		sent:      []outbox.Record{recs[0]},
-		failed:    []decided{r.decide(recs[1], errors.New("boom"))},
-		deferAggs: map[aggregate]string{},
+	out := toRecord{
+		sent:   []*entry{entryOf(recs[0])},
+		failed: []*entry{failedEntry(r, recs[1], errors.New("boom"))},
 	}
 	if err := r.record(out, r.leaseToken()); !errors.Is(err, errLostLead) {
 		t.Fatalf("record after the takeover: %v; want errLostLead", err)

@@ -73,11 +73,22 @@ func tablePathHarness(t *testing.T, cleanup Cleanup) storetest.Harness {
 // path as the stream does when it cannot publish them in order: it records
 // them deferred (record.sql, under the relay's lease).
 func deferAggregates(r *Relay, msgs []outbox.Message) error {
-	out := &outcome{deferAggs: map[aggregate]string{}}
+	var out toRecord
 	for _, m := range msgs {
-		out.deferred = append(out.deferred, outbox.Record{Message: m})
+		out.deferred = append(out.deferred, entryOf(outbox.Record{Message: m}))
 	}
 	return r.record(out, r.leaseToken())
+}
+
+// entryOf is rec as an entry of the ledger, for a record.
+func entryOf(rec outbox.Record) *entry { return &entry{rec: rec, agg: aggOf(rec)} }
+
+// failedEntry is rec as an entry whose publish failed with err, decided
+// by r's policy.
+func failedEntry(r *Relay, rec outbox.Record, err error) *entry {
+	e := entryOf(rec)
+	e.failure, e.err = r.decide(rec, err), err
+	return e
 }
 
 // insertUnchecked writes m with plain SQL, with headers (JSON text) as

@@ -131,8 +131,9 @@ func (ss *session) checkBatch(b batch) ([]item, error) {
 	for i, ev := range b.items {
 		items[i] = item{rec: ev.rec, bytes: ev.bytes}
 		if ev.decodeErr != nil {
-			d := r.decide(ev.rec, permanent(ev.decodeErr))
-			items[i].fail, items[i].err = &d.f, d.err
+			err := permanent(ev.decodeErr)
+			f := r.decide(ev.rec, err)
+			items[i].fail, items[i].err = &f, err
 			continue
 		}
 		v := verdicts[ev.rec.Seq]

@@ -31,26 +31,10 @@ func (r *Relay) heartbeat() {
 	r.log.Debug("heartbeat", slog.String("lsn", lsn))
 }
 
-// outcome is what one record (record.sql) records.
-type outcome struct {
-	sent      []outbox.Record
-	failed    []decided
-	deferred  []outbox.Record
-	deferAggs map[aggregate]string // aggregate -> reason
-}
-
-// decided is a message whose publish failed, with its error and what the
-// relay's failure.Policy decided for it.
-type decided struct {
-	rec outbox.Record
-	err error
-	f   store.Failure
-}
-
 // decide decides what happens to rec, whose publish failed with err, as
 // the table path (a polling relay) decides: see package failure.
-func (r *Relay) decide(rec outbox.Record, err error) decided {
-	return decided{rec: rec, err: err, f: r.policy.Decide(rec, err, time.Now())}
+func (r *Relay) decide(rec outbox.Record, err error) store.Failure {
+	return r.policy.Decide(rec, err, time.Now())
 }
 
 type aggregate struct{ typ, id string }
@@ -154,43 +138,15 @@ func (r *Relay) checkOnce(items []event, verdicts map[int64]verdict) error {
 // permanent marks err as a permanent failure.
 func permanent(err error) error { return fmt.Errorf("%w: %w", sink.ErrPermanent, err) }
 
-// outcomeOf is out as record's outcome.
-func outcomeOf(out toRecord) *outcome {
-	o := &outcome{deferAggs: map[aggregate]string{}}
-	for _, e := range out.sent {
-		o.sent = append(o.sent, e.rec)
-	}
-	for _, e := range out.failed {
-		o.failed = append(o.failed, decided{rec: e.rec, err: e.err, f: e.failure})
-	}
-	for _, e := range out.deferred {
-		o.deferred = append(o.deferred, e.rec)
-	}
-	return o
-}
-
-// recordOut records what a change of the ledger leaves to record (the
-// recorder's statement), under the lease token of the ledger's session.
-func (r *Relay) recordOut(out toRecord, token uuid.UUID) error {
-	return r.record(outcomeOf(out), token)
-}
-
-// record records an outcome in one statement (record.sql): failures,
-// deferred aggregates, and the SENT marks (or deletes), fenced by token,
-// the slot's lease token of the session whose ledger the outcome comes
-// from: a record of a session whose lease was taken over changes nothing.
-// Only then may the position move over its messages. If it fails, the
-// session ends and the next one reads them again.
-func (r *Relay) record(out *outcome, token uuid.UUID) error {
-	for _, f := range out.failed {
-		out.deferAggs[aggOf(f.rec)] = "stream: message " + fmt.Sprint(f.rec.Seq) + " failed"
-	}
-	for _, rec := range out.deferred {
-		if _, ok := out.deferAggs[aggOf(rec)]; !ok {
-			out.deferAggs[aggOf(rec)] = "stream: an earlier message of the aggregate failed or was deferred"
-		}
-	}
-	if len(out.failed) == 0 && len(out.deferAggs) == 0 && len(out.sent) == 0 {
+// record records what a change of the ledger leaves to record in one
+// statement (record.sql, the recorder's): failures, deferred aggregates,
+// and the SENT marks (or deletes), fenced by token, the slot's lease token
+// of the session whose ledger it comes from: a record of a session whose
+// lease was taken over changes nothing. Only then may the position move
+// over its messages. If it fails, the session ends and the next one reads
+// them again.
+func (r *Relay) record(out toRecord, token uuid.UUID) error {
+	if out.empty() {
 		return nil
 	}
 	if r.aborted.Load() {
@@ -220,25 +176,41 @@ func (r *Relay) record(out *outcome, token uuid.UUID) error {
 // recordArgs are record.sql's arguments for out, up to the slot and the
 // lease token: the failures, the deferred aggregates, the sent messages and
 // which failures count an attempt.
-func recordArgs(out *outcome) []any {
+func recordArgs(out toRecord) []any {
 	n := len(out.failed)
 	fSeqs, fErrs, fDelays := make([]int64, n), make([]string, n), make([]int64, n)
 	fDead, fCount := make([]bool, n), make([]bool, n)
-	for i, d := range out.failed {
-		fSeqs[i], fErrs[i], fDelays[i], fDead[i] = d.f.Seq, errtext.Clean(d.f.Error), d.f.Delay.Milliseconds(), d.f.Dead
-		fCount[i] = d.f.CountAttempt
+	for i, e := range out.failed {
+		f := e.failure
+		fSeqs[i], fErrs[i], fDelays[i], fDead[i], fCount[i] = f.Seq, errtext.Clean(f.Error), f.Delay.Milliseconds(), f.Dead, f.CountAttempt
 	}
-	types := make([]string, 0, len(out.deferAggs))
-	ids := make([]string, 0, len(out.deferAggs))
-	reasons := make([]string, 0, len(out.deferAggs))
-	for a, reason := range out.deferAggs {
+	aggs := deferrals(out)
+	types := make([]string, 0, len(aggs))
+	ids := make([]string, 0, len(aggs))
+	reasons := make([]string, 0, len(aggs))
+	for a, reason := range aggs {
 		types, ids, reasons = append(types, a.typ), append(ids, a.id), append(reasons, reason)
 	}
 	sent := make([]int64, len(out.sent))
-	for i, rec := range out.sent {
-		sent[i] = rec.Seq
+	for i, e := range out.sent {
+		sent[i] = e.rec.Seq
 	}
 	return []any{fSeqs, fErrs, fDelays, fDead, types, ids, reasons, sent, fCount}
+}
+
+// deferrals are the aggregates out hands to the table path, with the
+// reason each is recorded with (outbox_cdc_deferred.reason).
+func deferrals(out toRecord) map[aggregate]string {
+	aggs := make(map[aggregate]string, len(out.failed)+len(out.deferred))
+	for _, e := range out.failed {
+		aggs[e.agg] = "stream: message " + fmt.Sprint(e.rec.Seq) + " failed"
+	}
+	for _, e := range out.deferred {
+		if _, ok := aggs[e.agg]; !ok {
+			aggs[e.agg] = "stream: an earlier message of the aggregate failed or was deferred"
+		}
+	}
+	return aggs
 }
 
 // streamLines are the log lines of the stream's messages that could not be

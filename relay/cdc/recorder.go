@@ -25,7 +25,7 @@ const maxRecords = 2
 // refused by the fence ends the session: it and every group waiting get
 // its error, and so does everything handed in later.
 type recorder struct {
-	// run records a group: Relay.recordOut, or a test's.
+	// run records a group: Relay.record, or a test's.
 	run func(toRecord) error
 	// complete takes a group whose record committed (session.complete).
 	complete func(toRecord)

@@ -57,7 +57,7 @@ func (r *Relay) newSession(events <-chan event, confirmed *atomic.Uint64, bud *b
 	ss := &session{r: r, s: r.strat, events: events, confirmed: confirmed, budget: bud, room: make(chan struct{}, 1)}
 	a := &attachment{l: newLedger(), returned: make(chan struct{}, 1), token: r.leaseToken()}
 	a.ctx, a.cancel = context.WithCancel(r.sendCtx)
-	a.rec = newRecorder(func(out toRecord) error { return r.recordOut(out, a.token) }, ss.complete)
+	a.rec = newRecorder(func(out toRecord) error { return r.record(out, a.token) }, ss.complete)
 	ss.a = a
 	r.behindNano.Store(0)
 	r.batchesInFlight.Store(0)
