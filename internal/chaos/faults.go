@@ -271,7 +271,22 @@ func (h *harness) inject(ctx context.Context, f PlannedFault) {
 	}
 }
 
+// injectFault runs fault f until it is healed.
 func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
+	switch f.Kind {
+	case FaultLinkLatency, FaultLinkReset, FaultLinkBlackhole, FaultLinkBandwidth:
+		return h.injectLinkFault(ctx, f)
+	case FaultLateCommit, FaultLateRollback:
+		return h.injectLateCommit(ctx, f)
+	case FaultPoison:
+		return h.injectPoison(ctx, f)
+	}
+	return h.injectProcessFault(ctx, f)
+}
+
+// injectProcessFault kills, pauses or restarts processes (the relays, the
+// consumers, the order services, the broker, PostgreSQL).
+func (h *harness) injectProcessFault(ctx context.Context, f PlannedFault) error {
 	c := h.component(f.Target)
 	switch f.Kind {
 	case FaultRelayKill, FaultLeaderKill, FaultConsumerKill, FaultOrdersKill:
@@ -279,16 +294,7 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		sleep(ctx, f.Hold)
 		return c.start(restartWithin)
 	case FaultRelayAfterAck, FaultRelayInMark:
-		point := failpointAfterAck
-		if f.Kind == FaultRelayInMark {
-			point = failpointInMark
-			if h.cfg.Strategy == StrategyCursor {
-				// The leader marks cursor messages in memory: kill it
-				// inside the save of its position rather than in a mark.
-				point = failpointCursorSave
-			}
-		}
-		return h.killAtFailpoint(ctx, c, point)
+		return h.killAtFailpoint(ctx, c, h.failpointOf(f.Kind))
 	case FaultRelayZombie:
 		if err := c.signal(sigStop); err != nil {
 			return err
@@ -309,72 +315,98 @@ func (h *harness) injectFault(ctx context.Context, f PlannedFault) error {
 		sleep(ctx, f.Hold)
 		return h.broker.start(restartWithin)
 	case FaultPGRestart:
-		parts := strings.Fields(h.cfg.PGCluster)
-		if len(parts) != 2 {
-			return fmt.Errorf("PGCluster %q is not \"version name\"", h.cfg.PGCluster)
-		}
-		out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", parts[0], parts[1], "restart", "-m", f.Variant).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("pg_ctlcluster restart -m %s: %w: %s", f.Variant, err, out)
-		}
-		return nil
-	case FaultLinkLatency:
-		ms := strings.TrimSuffix(f.Variant, "ms")
-		if err := h.links.toxic(f.Target, "latency", "both", `{"latency":`+ms+`,"jitter":50}`); err != nil {
-			return err
-		}
-		sleep(ctx, f.Hold)
-		return h.links.heal(f.Target)
-	case FaultLinkReset:
-		if err := h.links.cut(f.Target); err != nil {
-			return err
-		}
-		sleep(ctx, f.Hold)
-		return h.links.heal(f.Target)
-	case FaultLinkBlackhole:
-		if err := h.links.toxic(f.Target, "timeout", "both", `{"timeout":0}`); err != nil {
-			return err
-		}
-		sleep(ctx, f.Hold)
-		return h.links.heal(f.Target)
-	case FaultLinkBandwidth:
-		if err := h.links.toxic(f.Target, "bandwidth", "both", `{"rate":16}`); err != nil {
-			return err
-		}
-		sleep(ctx, f.Hold)
-		return h.links.heal(f.Target)
-	case FaultLateCommit, FaultLateRollback:
-		rollback := f.Kind == FaultLateRollback
-		msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosProbe", AggregateID: f.Target,
-			EventType: "LateCommit", Topic: topicProbe, Payload: []byte(`{"late":true}`)}
-		err := h.enqueue(ctx, msg, f.Hold, rollback)
-		q := Request{Kind: "late", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
-		switch {
-		case rollback && err == nil:
-			q.Outcome = OutcomeRejected
-		case err != nil:
-			q.Outcome = OutcomeIndeterminate
-		}
-		h.record(q)
-		return err
-	case FaultPoison:
-		msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosPoison", AggregateID: f.Target,
-			EventType: "Poison", Topic: topicProbe,
-			Payload: poisonPayload(h.seed, f.Target)}
-		err := h.enqueue(ctx, msg, 0, false)
-		q := Request{Kind: "poison", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
-		if err != nil {
-			q.Outcome = OutcomeIndeterminate
-		}
-		h.record(q)
-		if err == nil {
-			h.mu.Lock()
-			h.poison = append(h.poison, msg.ID.String())
-			h.mu.Unlock()
-		}
-		return err
+		return h.restartPostgreSQL(f.Variant)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// failpointOf is the failpoint a relay is killed at for kind
+// (FaultRelayAfterAck or FaultRelayInMark).
+func (h *harness) failpointOf(kind string) string {
+	switch {
+	case kind == FaultRelayAfterAck:
+		return failpointAfterAck
+	case h.cfg.Strategy == StrategyCursor:
+		// The leader marks cursor messages in memory: kill it inside the
+		// save of its position rather than in a mark.
+		return failpointCursorSave
+	}
+	return failpointInMark
+}
+
+// restartPostgreSQL restarts the cluster Config.PGCluster names, in mode
+// (fast or immediate).
+func (h *harness) restartPostgreSQL(mode string) error {
+	parts := strings.Fields(h.cfg.PGCluster)
+	if len(parts) != 2 {
+		return fmt.Errorf("PGCluster %q is not \"version name\"", h.cfg.PGCluster)
+	}
+	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", parts[0], parts[1], "restart", "-m", mode).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctlcluster restart -m %s: %w: %s", mode, err, out)
+	}
+	return nil
+}
+
+// injectLinkFault adds a toxic to (or cuts) the link f.Target for f.Hold,
+// then heals it.
+func (h *harness) injectLinkFault(ctx context.Context, f PlannedFault) error {
+	var err error
+	switch f.Kind {
+	case FaultLinkLatency:
+		ms := strings.TrimSuffix(f.Variant, "ms")
+		err = h.links.toxic(f.Target, "latency", "both", `{"latency":`+ms+`,"jitter":50}`)
+	case FaultLinkReset:
+		err = h.links.cut(f.Target)
+	case FaultLinkBlackhole:
+		err = h.links.toxic(f.Target, "timeout", "both", `{"timeout":0}`)
+	case FaultLinkBandwidth:
+		err = h.links.toxic(f.Target, "bandwidth", "both", `{"rate":16}`)
+	}
+	if err != nil {
+		return err
+	}
+	sleep(ctx, f.Hold)
+	return h.links.heal(f.Target)
+}
+
+// injectLateCommit enqueues a probe message in a transaction held open
+// for f.Hold, then committed (FaultLateCommit) or rolled back, and records
+// the request's outcome.
+func (h *harness) injectLateCommit(ctx context.Context, f PlannedFault) error {
+	rollback := f.Kind == FaultLateRollback
+	msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosProbe", AggregateID: f.Target,
+		EventType: "LateCommit", Topic: topicProbe, Payload: []byte(`{"late":true}`)}
+	err := h.enqueue(ctx, msg, f.Hold, rollback)
+	q := Request{Kind: "late", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
+	switch {
+	case rollback && err == nil:
+		q.Outcome = OutcomeRejected
+	case err != nil:
+		q.Outcome = OutcomeIndeterminate
+	}
+	h.record(q)
+	return err
+}
+
+// injectPoison enqueues a message the broker refuses (too large) and
+// records it as the poison expected to become a dead letter.
+func (h *harness) injectPoison(ctx context.Context, f PlannedFault) error {
+	msg := outbox.Message{ID: uuid.Must(uuid.NewV7()), AggregateType: "ChaosPoison", AggregateID: f.Target,
+		EventType: "Poison", Topic: topicProbe,
+		Payload: poisonPayload(h.seed, f.Target)}
+	err := h.enqueue(ctx, msg, 0, false)
+	q := Request{Kind: "poison", AggregateID: f.Target, EventID: msg.ID.String(), Outcome: OutcomeOK}
+	if err != nil {
+		q.Outcome = OutcomeIndeterminate
+	}
+	h.record(q)
+	if err == nil {
+		h.mu.Lock()
+		h.poison = append(h.poison, msg.ID.String())
+		h.mu.Unlock()
+	}
+	return err
 }
 
 // killAtFailpoint arms the running relay target at point, waits for it to
