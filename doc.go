@@ -40,10 +40,14 @@
 //	err = tx.Commit(ctx)
 //
 // With database/sql (opened with the pgx driver) the call is
-// st.EnqueueSQL(ctx, sqlTx, msgs...). The events become visible to the relay
-// only if the transaction commits. Both calls first run [Prepare]: an invalid
-// message is a *[ValidationError] wrapping [ErrInvalidMessage], and nothing
-// is written.
+// st.SQL().Enqueue(ctx, sqlTx, msgs...). The events become visible to the
+// relay only if the transaction commits. Both calls first run [Prepare]: an
+// invalid message is a *[ValidationError] wrapping [ErrInvalidMessage], and
+// nothing is written.
+//
+// Every store is an [Enqueuer] of its driver's transaction type: code that
+// takes an Enqueuer[*sql.Tx] enqueues on PostgreSQL (st.SQL()) and SQLite
+// (a *sqlitestore.Store) alike.
 //
 // # The relay
 //

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -139,7 +140,7 @@ func TestRelay_PublishesThenStopsGracefullyWithExitZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	msg := outbox.Message{AggregateType: "Order", AggregateID: "order-42", EventType: "OrderPlaced", Payload: []byte(`{"total":42}`)}
-	if err := st.Enqueue(ctx, pool, msg); err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return st.Enqueue(ctx, tx, msg) }); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
 

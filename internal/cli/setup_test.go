@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -100,7 +101,9 @@ func testRelayBeforeMigrate(t *testing.T, mode string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := st.Enqueue(ctx, pool, outbox.Message{AggregateType: "Order", AggregateID: "1", EventType: "OrderPlaced", Payload: []byte(`{}`)}); err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return st.Enqueue(ctx, tx, outbox.Message{AggregateType: "Order", AggregateID: "1", EventType: "OrderPlaced", Payload: []byte(`{}`)})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	consumeOne(ctx, t, cluster.ListenAddrs(), "orders", stderr)

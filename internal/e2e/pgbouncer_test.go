@@ -217,7 +217,7 @@ func (e *bouncerEnv) enqueuePgx(ctx context.Context, o orderTx) error {
 	return err
 }
 
-// enqueueSQL runs o in a database/sql transaction with Store.EnqueueSQL.
+// enqueueSQL runs o in a database/sql transaction with Store.SQL().Enqueue.
 func (e *bouncerEnv) enqueueSQL(ctx context.Context, db *sql.DB, o orderTx) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -227,7 +227,7 @@ func (e *bouncerEnv) enqueueSQL(ctx context.Context, db *sql.DB, o orderTx) erro
 	if _, err := tx.ExecContext(ctx, e.sql(insertOrder), o.id(), o.n); err != nil {
 		return err
 	}
-	if err := e.store.EnqueueSQL(ctx, tx, o.message()); err != nil {
+	if err := e.store.SQL().Enqueue(ctx, tx, o.message()); err != nil {
 		return err
 	}
 	if o.rollback {
@@ -288,7 +288,7 @@ func (e *bouncerEnv) writeOrders(writers, aggsPerWriter, perAggregate int) map[s
 
 // An application enqueues in its own transactions through PgBouncer in
 // transaction pooling mode, with pgx (Store.Enqueue) and database/sql
-// (Store.EnqueueSQL), while a relay without LISTEN claims through it too:
+// (Store.SQL().Enqueue), while a relay without LISTEN claims through it too:
 // every committed event reaches the broker, in order per aggregate, and no
 // event of a rolled-back transaction does, in each query exec mode the
 // README names.

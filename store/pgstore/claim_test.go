@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgstoretest"
@@ -262,7 +263,7 @@ func TestClaim_ConcurrentClaimsNeverShareAMessage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	if err := b.Store.Enqueue(ctx, b.Pool, msgs...); err != nil {
+	if err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(ctx, tx, msgs...) }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -38,8 +38,11 @@
 // # Enqueueing with database/sql
 //
 // With database/sql, open the database with the pgx driver
-// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", url)) and use
-// [Store.EnqueueSQL] with the *sql.Tx; it runs the same statement.
+// (import _ "github.com/jackc/pgx/v5/stdlib"; sql.Open("pgx", url)) and
+// enqueue with [Store.SQL]: st.SQL().Enqueue(ctx, sqlTx, msgs...) runs the
+// same statement. It is an [outbox.Enqueuer] of *sql.Tx, as a
+// *sqlitestore.Store is, so that code written against that interface runs
+// on PostgreSQL and SQLite alike.
 //
 // Both validate every message first (see [outbox.Prepare]); an invalid one
 // gives a *[outbox.ValidationError] and nothing is written. All messages of

@@ -8,33 +8,34 @@ import (
 	"math"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outbox-dev/outbox"
 )
 
-// Execer is the part of a pgx transaction that [Store.Enqueue] uses.
-// [pgx.Tx] satisfies it, as do [*pgx.Conn] and [*pgxpool.Pool] (but those
-// are not a transaction of yours: with them each Enqueue commits on its own).
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // Enqueue writes msgs to the outbox inside the caller's transaction tx.
 // The messages become visible to the relay only if tx commits; if tx rolls
 // back they are gone, as if never enqueued. That is the point of the outbox:
-// the events commit or vanish together with the business change.
+// the events commit or vanish together with the business change. tx is a
+// transaction by its type: a pool or a connection, which would commit the
+// events on their own, is not accepted.
 //
 // Enqueue first fills in defaults and validates every message with
 // [outbox.Prepare]; an invalid message gives a *[outbox.ValidationError]
 // (wrapping [outbox.ErrInvalidMessage]) naming its index and field, and
 // nothing is written. Valid messages are inserted with one statement in one
 // round trip, however many there are. Enqueue with no messages does nothing.
-func (s *Store) Enqueue(ctx context.Context, tx Execer, msgs ...outbox.Message) error {
+//
+// *Store is an [outbox.Enqueuer] of [pgx.Tx]; [Store.SQL] is the same for
+// database/sql.
+func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...outbox.Message) error {
 	args, err := s.enqueueArgs(ctx, msgs)
 	if err != nil || args == nil {
 		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("pgstore: enqueue: nil transaction")
 	}
 	if _, err := tx.Exec(ctx, s.q.enqueue, args...); err != nil {
 		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), s.explain(err))
@@ -42,21 +43,37 @@ func (s *Store) Enqueue(ctx context.Context, tx Execer, msgs ...outbox.Message) 
 	return nil
 }
 
-// EnqueueSQL is [Store.Enqueue] for database/sql: it writes msgs inside tx,
-// visible only if tx commits and gone if it rolls back. tx must come from a
-// *sql.DB opened with the pgx driver (github.com/jackc/pgx/v5/stdlib,
-// driver name "pgx"), which passes the array arguments through; it runs the
-// same single statement as Enqueue.
-func (s *Store) EnqueueSQL(ctx context.Context, tx *sql.Tx, msgs ...outbox.Message) error {
-	args, err := s.enqueueArgs(ctx, msgs)
+// SQL returns the store's [outbox.Enqueuer] for database/sql: its Enqueue
+// is [Store.Enqueue] on a *sql.Tx, which must come from a *sql.DB opened
+// with pgx's driver (github.com/jackc/pgx/v5/stdlib, driver name "pgx"),
+// which passes the array arguments through. Application code written
+// against an outbox.Enqueuer[*sql.Tx] runs on PostgreSQL with this and on
+// SQLite with a *sqlitestore.Store.
+func (s *Store) SQL() outbox.Enqueuer[*sql.Tx] { return sqlEnqueuer{s} }
+
+// sqlEnqueuer is [Store.SQL].
+type sqlEnqueuer struct{ s *Store }
+
+// Enqueue writes msgs inside tx, visible only if tx commits and gone if it
+// rolls back; see [Store.Enqueue].
+func (e sqlEnqueuer) Enqueue(ctx context.Context, tx *sql.Tx, msgs ...outbox.Message) error {
+	args, err := e.s.enqueueArgs(ctx, msgs)
 	if err != nil || args == nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.q.enqueue, args...); err != nil {
-		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), s.explain(err))
+	if tx == nil {
+		return fmt.Errorf("pgstore: enqueue: nil transaction")
+	}
+	if _, err := tx.ExecContext(ctx, e.s.q.enqueue, args...); err != nil {
+		return fmt.Errorf("pgstore: enqueue %d messages: %w", len(msgs), e.s.explain(err))
 	}
 	return nil
 }
+
+var (
+	_ outbox.Enqueuer[pgx.Tx]  = (*Store)(nil)
+	_ outbox.Enqueuer[*sql.Tx] = sqlEnqueuer{}
+)
 
 // enqueueArgs prepares and validates msgs and returns the column arrays of
 // enqueue.sql, or nil when there is nothing to write.

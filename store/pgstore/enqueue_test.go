@@ -109,7 +109,7 @@ func openSQL(t *testing.T) *sql.DB {
 	return db
 }
 
-func TestEnqueueSQL_CommittedIsVisible(t *testing.T) {
+func TestSQLEnqueue_CommittedIsVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := pgstoretest.Context(t)
@@ -119,7 +119,7 @@ func TestEnqueueSQL_CommittedIsVisible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Store.EnqueueSQL(ctx, tx, m, m2); err != nil {
+	if err := b.Store.SQL().Enqueue(ctx, tx, m, m2); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -131,7 +131,7 @@ func TestEnqueueSQL_CommittedIsVisible(t *testing.T) {
 	}
 }
 
-func TestEnqueueSQL_RolledBackIsGone(t *testing.T) {
+func TestSQLEnqueue_RolledBackIsGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := pgstoretest.Context(t)
@@ -140,7 +140,7 @@ func TestEnqueueSQL_RolledBackIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Store.EnqueueSQL(ctx, tx, fullMessage()); err != nil {
+	if err := b.Store.SQL().Enqueue(ctx, tx, fullMessage()); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -151,15 +151,19 @@ func TestEnqueueSQL_RolledBackIsGone(t *testing.T) {
 	}
 }
 
-// countingExecer records calls and forwards them.
-type countingExecer struct {
-	next  pgstore.Execer
+// countingTx is a transaction that counts its Exec calls and forwards
+// them to Tx (with no Tx, it runs nothing).
+type countingTx struct {
+	pgx.Tx
 	calls int
 }
 
-func (c *countingExecer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+func (c *countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.calls++
-	return c.next.Exec(ctx, sql, args...)
+	if c.Tx == nil {
+		return pgconn.CommandTag{}, errors.New("countingTx: no transaction")
+	}
+	return c.Tx.Exec(ctx, sql, args...)
 }
 
 func TestEnqueue_InvalidMessageWritesNothing(t *testing.T) {
@@ -169,7 +173,7 @@ func TestEnqueue_InvalidMessageWritesNothing(t *testing.T) {
 	bad := pgstoretest.Msg("Order", "")
 	msgs := []outbox.Message{pgstoretest.Msg("Order", "1"), bad, pgstoretest.Msg("Order", "3")}
 	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error {
-		ce := &countingExecer{next: tx}
+		ce := &countingTx{Tx: tx}
 		err := b.Store.Enqueue(ctx, ce, msgs...)
 		if ce.calls != 0 {
 			t.Errorf("Enqueue ran %d statements for an invalid batch, want 0", ce.calls)
@@ -203,7 +207,7 @@ func TestEnqueue_RejectsWhatColumnsCannotHold(t *testing.T) {
 		m     outbox.Message
 		field string
 	}{{withNUL, `headers["h"]`}, {bigVersion, "eventVersion"}} {
-		ce := &countingExecer{next: b.Pool}
+		ce := &countingTx{}
 		err := b.Store.Enqueue(ctx, ce, tc.m)
 		var ve *outbox.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tc.field || ce.calls != 0 {
@@ -215,7 +219,7 @@ func TestEnqueue_RejectsWhatColumnsCannotHold(t *testing.T) {
 func TestEnqueue_NoMessagesRunsNoStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ce := &countingExecer{next: b.Pool}
+	ce := &countingTx{}
 	if err := b.Store.Enqueue(pgstoretest.Context(t), ce); err != nil || ce.calls != 0 {
 		t.Errorf("Enqueue() = %v after %d statements, want nil after 0", err, ce.calls)
 	}

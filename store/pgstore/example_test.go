@@ -58,7 +58,7 @@ func ExampleStore_Enqueue() {
 	}
 }
 
-func ExampleStore_EnqueueSQL() {
+func ExampleStore_SQL() {
 	ctx := context.Background()
 	pool, _ := pgxpool.New(ctx, "postgres://app@localhost:5432/app")
 	s, _ := pgstore.New(pool, pgstore.Config{})
@@ -73,7 +73,7 @@ func ExampleStore_EnqueueSQL() {
 		log.Fatal(err)
 	}
 	defer tx.Rollback() // gone unless committed
-	if err := s.EnqueueSQL(ctx, tx, outbox.Message{
+	if err := s.SQL().Enqueue(ctx, tx, outbox.Message{
 		AggregateType: "Order",
 		AggregateID:   "o-1",
 		EventType:     "OrderShipped",

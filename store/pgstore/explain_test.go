@@ -22,7 +22,7 @@ func (b *bundle) sentHistory(t *testing.T, n, aggs int, where string) {
 	for i := range msgs {
 		msgs[i] = pgstoretest.Msg("Order", fmt.Sprint(i%aggs))
 	}
-	if err := b.Store.Enqueue(pgstoretest.Context(t), b.Pool, msgs...); err != nil {
+	if err := pgx.BeginFunc(pgstoretest.Context(t), b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(pgstoretest.Context(t), tx, msgs...) }); err != nil {
 		t.Fatal(err)
 	}
 	if where != "" {

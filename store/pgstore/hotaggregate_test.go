@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/internal/pgstoretest"
@@ -24,7 +25,7 @@ func (b *bundle) enqueueRoundRobin(t *testing.T, n int, ids ...string) {
 	for i := range msgs {
 		msgs[i] = pgstoretest.Msg("Order", ids[i%len(ids)])
 	}
-	if err := b.Store.Enqueue(pgstoretest.Context(t), b.Pool, msgs...); err != nil {
+	if err := pgx.BeginFunc(pgstoretest.Context(t), b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(pgstoretest.Context(t), tx, msgs...) }); err != nil {
 		t.Fatal(err)
 	}
 }

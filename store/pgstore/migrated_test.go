@@ -34,8 +34,10 @@ func TestStore_UnmigratedSchemaIsNamedWithTheFix(t *testing.T) {
 		for what, err := range map[string]error{
 			"CheckMigrated": st.CheckMigrated(ctx),
 			"Claim":         claimErr,
-			"Enqueue":       st.Enqueue(ctx, pool, outbox.Message{AggregateType: "Order", AggregateID: "1", EventType: "E", Payload: []byte(`{}`)}),
-			"EnableCursor":  st.EnableCursor(ctx),
+			"Enqueue": pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				return st.Enqueue(ctx, tx, outbox.Message{AggregateType: "Order", AggregateID: "1", EventType: "E", Payload: []byte(`{}`)})
+			}),
+			"EnableCursor": st.EnableCursor(ctx),
 		} {
 			if !errors.Is(err, pgstore.ErrNotMigrated) || !errors.Is(err, store.ErrNotMigrated) || !strings.Contains(err.Error(), want) {
 				t.Errorf("schema %s: %s = %v; want ErrNotMigrated saying %s", name, what, err, want)

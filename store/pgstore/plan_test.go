@@ -118,7 +118,7 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 	for i := range msgs {
 		msgs[i] = pgstoretest.Msg("Order", fmt.Sprint(i%1000))
 	}
-	if err := b.Store.Enqueue(ctx, b.Pool, msgs...); err != nil {
+	if err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error { return b.Store.Enqueue(ctx, tx, msgs...) }); err != nil {
 		t.Fatal(err)
 	}
 	log.take()

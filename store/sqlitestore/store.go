@@ -74,7 +74,10 @@ type Store struct {
 }
 
 // Compile-time proof that Store is a store backend.
-var _ store.Queue = (*Store)(nil)
+var (
+	_ store.Queue              = (*Store)(nil)
+	_ outbox.Enqueuer[*sql.Tx] = (*Store)(nil)
+)
 
 // queries are the rendered SQL texts, with the table prefix filled in.
 type queries struct {
