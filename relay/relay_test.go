@@ -156,8 +156,9 @@ func fastConfig(b *bundle, s sink.Sink) relay.Config {
 
 var errBrokerDown = errors.New("NOT_ENOUGH_REPLICAS: broker refused for now")
 
-// The seeds' test: a broker failure keeps the message retryable (FAILED,
-// attempt counted, error kept, never SENT), and a later run sends it.
+// From the reference order system's tests: a broker failure keeps the
+// message retryable (FAILED, attempt counted, error kept, never SENT), and a
+// later run sends it.
 func TestRelay_BrokerFailureKeepsMessageRetryable_LaterRunSendsIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -198,8 +199,8 @@ func TestRelay_BrokerFailureKeepsMessageRetryable_LaterRunSendsIt(t *testing.T) 
 	}
 }
 
-// The seeds' test: max attempts moves the message to DEAD_LETTER, with the
-// last error kept, and the relay stops trying it.
+// From the reference order system's tests: max attempts moves the message
+// to DEAD_LETTER, with the last error kept, and the relay stops trying it.
 func TestRelay_MaxAttemptsMovesToDeadLetter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -24,7 +24,7 @@ import (
 	"github.com/outbox-dev/outbox/internal/pgtest"
 )
 
-// orderSystem is the seeds' order system running as separate processes:
+// orderSystem is the reference order system running as separate processes:
 // the order service, billing, inventory and relays, over one PostgreSQL
 // database (a schema per part) and an embedded broker.
 type orderSystem struct {

@@ -168,8 +168,8 @@ due AS (
 -- whose predicates name status) and left as many dead ones behind for the
 -- next claims to skip; in the bench's steady phase writers at full speed
 -- lost 15.9% of their throughput to the relay with it, 13.3% without (the
--- medians of 12 alternating runs, docs/performance.md). A leased row is
--- not due until the lease ends (next_attempt_at), still unsent for the
+-- medians of 12 alternating runs, docs/performance-history.md). A leased
+-- row is not due until the lease ends (next_attempt_at), still unsent for the
 -- probe of later messages of its aggregate, and IN_FLIGHT to every reader
 -- (get.sql, counts.sql and RETURNING below: a PENDING or FAILED row with a
 -- lease token). Rows stored IN_FLIGHT by earlier versions keep their
