@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/outbox-dev/outbox/relay/failure"
 )
 
 // feed reads the events in stream order, cuts them into batches and adds
@@ -139,7 +140,7 @@ func (ss *session) checkBatch(b batch) ([]item, error) {
 		v := verdicts[ev.rec.Seq]
 		items[i].act = v.action()
 		if items[i].act == actSkip {
-			r.log.Debug("message already handled; skipped", recAttrs(ev.rec, "status", v.status)...)
+			r.log.Debug("message already handled; skipped", failure.RecordAttrs(ev.rec, "status", v.status)...)
 		}
 	}
 	return items, nil

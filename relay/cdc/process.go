@@ -241,15 +241,9 @@ func (r *Relay) report(out toRecord) {
 		}
 	}
 	for _, e := range out.deferred {
-		r.log.Debug("message handed to the table path", recAttrs(e.rec)...)
+		r.log.Debug("message handed to the table path", failure.RecordAttrs(e.rec)...)
 		if h := r.cfg.Hooks.Deferred; h != nil {
 			h(e.rec)
 		}
 	}
-}
-
-func recAttrs(rec outbox.Record, extra ...any) []any {
-	return append([]any{slog.String("message_id", rec.ID.String()), slog.Int64("seq", rec.Seq),
-		slog.String("aggregate_type", rec.AggregateType), slog.String("aggregate_id", rec.AggregateID),
-		slog.String("event_type", rec.EventType)}, extra...)
 }

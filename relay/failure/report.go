@@ -62,9 +62,7 @@ func (rp Reporter) Report(rec outbox.Record, err error, f store.Failure) {
 	if f.CountAttempt {
 		attempts++
 	}
-	attrs := []any{slog.String("message_id", rec.ID.String()), slog.Int64("seq", rec.Seq),
-		slog.String("aggregate_type", rec.AggregateType), slog.String("aggregate_id", rec.AggregateID),
-		slog.String("event_type", rec.EventType), slog.Int("attempts", attempts), slog.String("error", f.Error)}
+	attrs := RecordAttrs(rec, slog.Int("attempts", attempts), slog.String("error", f.Error))
 	switch {
 	case f.Dead:
 		log.Error(lines.Dead, attrs...)
@@ -78,4 +76,12 @@ func (rp Reporter) Report(rec outbox.Record, err error, f store.Failure) {
 	if rp.Failed != nil {
 		rp.Failed(rec, err, f.Dead)
 	}
+}
+
+// RecordAttrs are the log attributes that identify rec (message_id, seq,
+// aggregate_type, aggregate_id, event_type), followed by extra.
+func RecordAttrs(rec outbox.Record, extra ...any) []any {
+	return append([]any{slog.String("message_id", rec.ID.String()), slog.Int64("seq", rec.Seq),
+		slog.String("aggregate_type", rec.AggregateType), slog.String("aggregate_id", rec.AggregateID),
+		slog.String("event_type", rec.EventType)}, extra...)
 }

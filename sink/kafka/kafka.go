@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -246,8 +247,11 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 		}
 		// The producer's ctx only bounds its wait for buffer space; a
 		// record that got in stays there until its outcome.
-		s.client.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+		s.client.Produce(ctx, kr, func(r *kgo.Record, err error) {
 			s.settle(key, keyed, p, err)
+			if err == nil {
+				s.acknowledged(r)
+			}
 			results <- result{i, err}
 		})
 	}
@@ -397,6 +401,23 @@ func (s *Sink) produceAlone(ctx context.Context, kr *kgo.Record, errs []error) {
 	}
 	defer func() { <-s.alone }()
 	s.produce(ctx, []*kgo.Record{kr}, errs)
+}
+
+// acknowledged logs r, which the broker acknowledged, at debug level: its
+// topic, partition, offset, key and message id.
+func (s *Sink) acknowledged(r *kgo.Record) {
+	if !s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	var id string
+	for _, h := range r.Headers {
+		if h.Key == HeaderEventID {
+			id = string(h.Value)
+		}
+	}
+	s.cfg.Logger.Debug("kafka: record acknowledged", slog.String("topic", r.Topic),
+		slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset),
+		slog.String("key", string(r.Key)), slog.String("message_id", id))
 }
 
 // Ping checks that a broker is reachable and answers. Its error is passed

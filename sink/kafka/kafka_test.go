@@ -547,3 +547,68 @@ func TestPublish_RefusedForItsBatch_RetriedAloneAndPublished(t *testing.T) {
 		t.Errorf("%d of 200 small records failed, the first: %s", len(failed), failed[0])
 	}
 }
+
+// lineRecorder is a slog handler that keeps each record's message and
+// attributes.
+type lineRecorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	lines []map[string]string
+}
+
+func (h *lineRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h *lineRecorder) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h *lineRecorder) WithGroup(string) slog.Handler                { return h }
+func (h *lineRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := map[string]string{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool {
+		line[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, line)
+	return nil
+}
+
+func (h *lineRecorder) with(msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, l := range h.lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestPublish_DebugLogsEachAcknowledgedRecord(t *testing.T) {
+	t.Parallel()
+	const line = "kafka: record acknowledged"
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		c := newCluster(t, kfake.SeedTopics(1, "orders"))
+		h := &lineRecorder{level: level}
+		s := newSink(t, c, kafka.Config{TopicByAggregateType: map[string]string{"Order": "orders"}, Logger: slog.New(h)})
+		first, second := rec("order-1", 1), rec("order-1", 2)
+		publish(t, s, first, second)
+
+		got := h.with(line)
+		if level != slog.LevelDebug {
+			if len(got) != 0 {
+				t.Errorf("at level %v: %d lines %q, want none", level, len(got), line)
+			}
+			continue
+		}
+		if len(got) != 2 {
+			t.Fatalf("at debug level: %d lines %q, want 2: %v", len(got), line, got)
+		}
+		for i, want := range []outbox.Record{first, second} {
+			l := got[i]
+			if l["topic"] != "orders" || l["partition"] != "0" || l["offset"] != strconv.Itoa(i) ||
+				l["key"] != "order-1" || l["message_id"] != want.ID.String() {
+				t.Errorf("line %d = %v, want topic orders, partition 0, offset %d, key order-1, message_id %s", i, l, i, want.ID)
+			}
+		}
+	}
+}
