@@ -1,6 +1,9 @@
 // Command outbox relays transactional-outbox events from PostgreSQL to
 // Kafka, manages the outbox tables, and runs a development broker. Run
-// 'outbox --help' for the commands; they live in internal/cli.
+// 'outbox --help' for the commands; they live in internal/cli. It is the
+// production binary: the demo, the example services, the bench and the
+// fault-injection harness are in cmd/outbox-lab, and this command links
+// none of them.
 package main
 
 import (

@@ -1,13 +1,14 @@
 // Package orders is the reference order system, built on this toolkit:
 // an order service that writes each order and its events in one
 // transaction, the relay that publishes them, and two idempotent consumers,
-// billing and inventory. Each part runs as a process of its own:
+// billing and inventory. Each part runs as a process of its own, all from
+// the outbox-lab command (cmd/outbox-lab, the outbox command with its lab):
 //
-//	outbox migrate                      # the outbox tables
-//	outbox example orders --listen 127.0.0.1:8080
-//	outbox relay
-//	outbox example billing
-//	outbox example inventory
+//	outbox-lab migrate                  # the outbox tables
+//	outbox-lab example orders --listen 127.0.0.1:8080
+//	outbox-lab relay
+//	outbox-lab example billing
+//	outbox-lab example inventory
 //
 // The subpackages are the parts:
 //
@@ -26,7 +27,7 @@
 // The services run on PostgreSQL (New, Handle) or on SQLite (NewSQLite,
 // HandleSQL) with the same business code: each reads its SQL per dialect
 // (sql/ and sql/sqlite/) and runs it through a small internal seam over
-// pgx and database/sql transactions. 'outbox demo' runs them all in one
+// pgx and database/sql transactions. 'outbox-lab demo' runs them all in one
 // process on SQLite files; the end-to-end test in internal/e2e runs them as
 // separate processes on PostgreSQL.
 package orders

@@ -176,10 +176,10 @@ type Config struct {
 	// polling. Defaults to false: claim mode.
 	Cursor bool
 
-	// RelayBinary is the path of an outbox binary. The memory phase runs
-	// "RelayBinary relay ..." as a child process and reads its peak
-	// resident memory (VmHWM, Linux). Defaults to "": the memory phase is
-	// skipped, with a note in the report.
+	// RelayBinary is the path of an outbox (or outbox-lab) binary. The
+	// memory phase runs "RelayBinary relay ..." as a child process and
+	// reads its peak resident memory (VmHWM, Linux). Defaults to "": the
+	// memory phase is skipped, with a note in the report.
 	RelayBinary string
 
 	// VacuumEvery, when positive, runs VACUUM (ANALYZE) on the outbox

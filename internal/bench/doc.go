@@ -1,7 +1,7 @@
-// Package bench is the measuring instrument behind 'outbox bench': it runs
-// the relay against a real PostgreSQL server and a Kafka-protocol broker
-// (the embedded one, or a given cluster) and reports, in one run and side
-// by side, the figures and the goals of the performance issue
+// Package bench is the measuring instrument behind 'outbox-lab bench': it
+// runs the relay against a real PostgreSQL server and a Kafka-protocol
+// broker (the embedded one, or a given cluster) and reports, in one run and
+// side by side, the figures and the goals of the performance issue
 // (docs/performance.md).
 //
 // # Phases

@@ -15,7 +15,7 @@ func WriteText(w io.Writer, rep Report) error {
 	m, st := rep.Machine, rep.Settings
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
 
-	p("outbox bench, %s, %.0f s", rep.StartedAt.Format("2006-01-02 15:04 MST"), rep.ElapsedSeconds)
+	p("outbox-lab bench, %s, %.0f s", rep.StartedAt.Format("2006-01-02 15:04 MST"), rep.ElapsedSeconds)
 	cpu := fmt.Sprintf("%d CPUs", m.CPUs)
 	if m.CPUModel != "" {
 		cpu += " (" + m.CPUModel + ")"

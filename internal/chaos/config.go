@@ -65,11 +65,12 @@ type Config struct {
 	// rewritten). Defaults to DefaultDatabaseURL. The run uses schemas of
 	// its own, named chaos_<hex>, dropped after a passing run.
 	DatabaseURL string
-	// Binary is the outbox binary the processes run. It must be built with
-	// -tags failpoints for the kill-after-ack and kill-in-mark faults.
-	// Defaults to "": Run builds one with 'go build -tags failpoints' into
-	// its work directory (the Go toolchain and this module's source tree
-	// must be at hand, as in a checkout).
+	// Binary is the outbox-lab binary every process runs (its relay,
+	// broker and example commands). It must be built with -tags failpoints
+	// for the kill-after-ack and kill-in-mark faults. Defaults to "": Run
+	// builds one from ./cmd/outbox-lab with 'go build -tags failpoints'
+	// into its work directory (the Go toolchain and this module's source
+	// tree must be at hand, as in a checkout).
 	Binary string
 	// Seed makes the workload and the fault schedule reproducible.
 	// Defaults to 0: a random seed, printed and reported.

@@ -2,7 +2,7 @@
 // with a checker that does not trust the system it checks.
 //
 // [Run] starts the real processes of the reference order system, each
-// as a child process of the outbox binary (two order services, several
+// as a child process of the outbox-lab binary (two order services, several
 // relays, the billing and inventory consumers, and the embedded broker with
 // an on-disk data directory), against real PostgreSQL. Every link to
 // PostgreSQL and to the broker passes through an embedded toxiproxy, so that
@@ -24,6 +24,6 @@
 // choices and the same fault schedule; the timing of the processes
 // themselves is not reproducible.
 //
-// The command is 'outbox chaos'; docs/chaos.md describes the invariants,
+// The command is 'outbox-lab chaos'; docs/chaos.md describes the invariants,
 // the faults and the report.
 package chaos

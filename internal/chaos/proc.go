@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// component is one supervised child process of the outbox binary: it is
+// component is one supervised child process of the outbox-lab binary: it is
 // restarted after an exit the harness did not cause (and that is counted).
 type component struct {
 	name    string
@@ -289,13 +289,13 @@ func (c *component) unexpectedExits() []string {
 	return append([]string(nil), c.unexpected...)
 }
 
-// buildBinary builds the outbox command with failpoints into dir.
+// buildBinary builds the outbox-lab command with failpoints into dir.
 func buildBinary(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "outbox")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "failpoints", "-o", bin, "github.com/outbox-dev/outbox/cmd/outbox")
+	bin := filepath.Join(dir, "outbox-lab")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "failpoints", "-o", bin, "github.com/outbox-dev/outbox/cmd/outbox-lab")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("chaos: build the outbox binary with failpoints (run from the module's source tree, or set Binary): %w\n%s", err, out)
+		return "", fmt.Errorf("chaos: build the outbox-lab binary with failpoints (run from the module's source tree, or set Binary): %w\n%s", err, out)
 	}
 	return bin, nil
 }

@@ -131,7 +131,7 @@ func (h *harness) run(ctx context.Context, began time.Time) (Report, error) {
 	cfg := h.cfg
 	h.binary = cfg.Binary
 	if h.binary == "" {
-		h.logf("building the outbox binary with failpoints")
+		h.logf("building the outbox-lab binary with failpoints")
 		bin, err := buildBinary(ctx, h.dir)
 		if err != nil {
 			return Report{}, err

@@ -9,6 +9,13 @@
 // for free (the root's PersistentPreRunE sets them up, so a command must not
 // set a PersistentPreRun of its own); it opens the database with
 // [app.openStore] and reports a bad flag with [flagError].
+//
+// These are the production commands, the 'outbox' binary. A [Program] adds
+// commands defined outside this package to the same tree, through the seam
+// of extend.go ([App], [FlagError], [KafkaFlags], [RelayFlags], ...): the
+// lab's demo, example, bench and chaos commands (package lab, the
+// 'outbox-lab' binary) register that way, so that nothing here imports them
+// and the production binary links none of them.
 package cli
 
 import (
@@ -18,7 +25,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +46,6 @@ var groups = []*cobra.Group{
 	{ID: "run", Title: "Run services:"},
 	{ID: "database", Title: "Manage the outbox database:"},
 	{ID: "operate", Title: "Operate the outbox:"},
-	{ID: "try", Title: "Try it out:"},
 }
 
 // commands are the constructors of the top-level commands.
@@ -54,10 +59,7 @@ var commands = []func(*app) *cobra.Command{
 	newDLQCommand,
 	newReplayCommand,
 	newCleanupCommand,
-	newBenchCommand,
-	newExampleCommand,
-	newDemoCommand,
-	newChaosCommand,
+	newVersionCommand,
 }
 
 // app is what every command shares: the output streams, the environment,
@@ -84,19 +86,60 @@ type app struct {
 // status: 0 on success, 1 when the command failed, 2 for a bad command line.
 // Long-running commands stop gracefully when ctx is done.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, stdout, stderr, os.LookupEnv)
+	return Program{}.Main(ctx, args, stdout, stderr)
+}
+
+// Program is a command line built on the outbox command tree: every
+// production command, the global flags and their environment variables,
+// plus Commands. The zero Program is the 'outbox' command.
+type Program struct {
+	// Name is the root command's name, as help and errors show it.
+	// Defaults to "outbox".
+	Name string
+	// Short replaces the root's one-line description when set.
+	Short string
+	// Intro is a paragraph put before the root's description in its help.
+	Intro string
+	// Groups are command groups listed after the production ones.
+	Groups []*cobra.Group
+	// Commands are added to the production commands; each sets a GroupID
+	// from Groups.
+	Commands []func(*App) *cobra.Command
+	// LookupEnv reads the OUTBOX_* environment variables. Defaults to
+	// os.LookupEnv.
+	LookupEnv LookupEnv
+}
+
+// Main runs p's command line with args (without the program name) and
+// returns the exit status, as the package-level Main does; the flags'
+// defaults come from p.LookupEnv.
+func (p Program) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runApp(ctx, p, &app{stdout: stdout, stderr: stderr, lookupEnv: p.lookupEnv()}, args)
+}
+
+// Command builds p's command tree without running it, writing nowhere:
+// for tests and documentation generators that walk the commands and flags.
+func (p Program) Command() *cobra.Command {
+	return newRootCommand(&app{stdout: io.Discard, stderr: io.Discard, lookupEnv: p.lookupEnv()}, p)
+}
+
+func (p Program) lookupEnv() LookupEnv {
+	if p.LookupEnv != nil {
+		return p.LookupEnv
+	}
+	return os.LookupEnv
 }
 
 // run is Main with the environment given, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv LookupEnv) int {
-	return runApp(ctx, &app{stdout: stdout, stderr: stderr, lookupEnv: lookupEnv}, args)
+	return Program{LookupEnv: lookupEnv}.Main(ctx, args, stdout, stderr)
 }
 
-// runApp runs the command line on a, which has its output streams and
+// runApp runs p's command line on a, which has its output streams and
 // environment set.
-func runApp(ctx context.Context, a *app, args []string) int {
+func runApp(ctx context.Context, p Program, a *app, args []string) int {
 	stderr := a.stderr
-	root := newRootCommand(a)
+	root := newRootCommand(a, p)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -112,14 +155,32 @@ func runApp(ctx context.Context, a *app, args []string) int {
 		if cmd == nil {
 			cmd = root
 		}
+		if name, ok := labCommand(err); ok {
+			fmt.Fprintf(stderr, "'%s' is a command of outbox-lab, the outbox command with its lab: go run ./cmd/outbox-lab %s\n", name, name)
+		}
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return exitUsage
 	}
 	return exitError
 }
 
-// newRootCommand builds the whole command tree around a.
-func newRootCommand(a *app) *cobra.Command {
+// labCommands are the commands of outbox-lab (cmd/outbox-lab) that outbox
+// has not.
+var labCommands = []string{"demo", "example", "bench", "chaos"}
+
+// labCommand reports whether err is cobra's unknown-command error for one
+// of labCommands, and which. In outbox-lab, which has them, it never is.
+func labCommand(err error) (string, bool) {
+	for _, name := range labCommands {
+		if strings.HasPrefix(err.Error(), fmt.Sprintf("unknown command %q", name)) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// newRootCommand builds p's whole command tree around a.
+func newRootCommand(a *app, p Program) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "outbox",
 		Short: "Transactional outbox toolkit: relay events from PostgreSQL to Kafka",
@@ -144,6 +205,15 @@ OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		PersistentPreRunE: a.setup,
 	}
+	if p.Name != "" {
+		root.Use = p.Name
+	}
+	if p.Short != "" {
+		root.Short = p.Short
+	}
+	if p.Intro != "" {
+		root.Long = p.Intro + "\n\n" + root.Long
+	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
@@ -162,7 +232,12 @@ OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
 		used[c.GroupID] = true
 		root.AddCommand(c)
 	}
-	for _, g := range groups {
+	for _, newCmd := range p.Commands {
+		c := newCmd(&App{a: a})
+		used[c.GroupID] = true
+		root.AddCommand(c)
+	}
+	for _, g := range append(groups[:len(groups):len(groups)], p.Groups...) {
 		if used[g.ID] {
 			root.AddGroup(g)
 		}
@@ -253,12 +328,4 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func changed(fs *pflag.FlagSet, name string) bool {
 	f := fs.Lookup(name)
 	return f != nil && f.Changed
-}
-
-// buildVersion is the module version the binary was built from.
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }

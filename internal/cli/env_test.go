@@ -173,7 +173,7 @@ func TestCommandTree_BindsEnvToEveryCommandsFlags(t *testing.T) {
 
 func TestHelp_EveryFlagShowsItsEnvironmentVariable(t *testing.T) {
 	t.Parallel()
-	root := newRootCommand(&app{lookupEnv: mapEnv(nil)})
+	root := newRootCommand(&app{lookupEnv: mapEnv(nil)}, Program{})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, fs := range []*pflag.FlagSet{c.PersistentFlags(), c.Flags()} {
@@ -198,7 +198,7 @@ func TestHelp_EveryFlagShowsItsEnvironmentVariable(t *testing.T) {
 
 func TestHelp_EveryCommandHasShortLongAndExample(t *testing.T) {
 	t.Parallel()
-	root := newRootCommand(&app{lookupEnv: mapEnv(nil)})
+	root := newRootCommand(&app{lookupEnv: mapEnv(nil)}, Program{})
 	for _, c := range append(root.Commands(), root) {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
 			continue

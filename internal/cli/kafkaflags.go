@@ -68,7 +68,7 @@ var kafkaSecurityFlags = []string{
 // addKafkaSecurityFlags adds the TLS and SASL flags (kafkaSecurityFlags) of
 // k; k.security turns them into a kafka.Security. addKafkaFlags includes
 // them; a command whose Kafka clients are not configured by the other
-// flags (demo) adds only these.
+// flags (outbox-lab's demo) adds only these.
 func addKafkaSecurityFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 	fs.BoolVar(&k.tls, "kafka-tls", false, "connect to the brokers with TLS")
 	fs.StringVar(&k.tlsCA, "kafka-tls-ca", "", "PEM `file` of the CA certificates that sign the brokers' certificates (default: the system's roots)")

@@ -162,7 +162,7 @@ func TestRelayAdmin_ManyScrapersCostBoundedReadsAndNoLease(t *testing.T) {
 	a := &app{stdout: io.Discard, stderr: stderr, lookupEnv: mapEnv(env), poolHook: w.hook}
 	done := make(chan int, 1)
 	began := time.Now()
-	go func() { done <- runApp(ctx, a, []string{"relay"}) }()
+	go func() { done <- runApp(ctx, Program{}, a, []string{"relay"}) }()
 
 	sc := startScrapers(adminAddr(t, stderr, done), 50)
 	f.waitSent(t, 3*time.Minute, stderr)

@@ -280,7 +280,7 @@ func start(ctx context.Context, cfg Config, dataDir string, seed int64, log *slo
 			chaos = "on (relays killed at random; a real Kafka cluster is not stopped)"
 		}
 	}
-	fmt.Fprintf(out, "outbox demo: the order system in one process, seed %d\n", seed)
+	fmt.Fprintf(out, "outbox-lab demo: the order system in one process, seed %d\n", seed)
 	fmt.Fprintf(out, "  data        %s (logs in demo.log)\n", s.b.name)
 	fmt.Fprintf(out, "  broker      %s (topics %s, %s)\n", s.brokerName, TopicOrders, TopicInventory)
 	fmt.Fprintf(out, "  orders API  %s/orders  (try: curl %s/orders/<id>)\n", base, base)

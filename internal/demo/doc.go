@@ -1,5 +1,5 @@
 // Package demo runs the whole reference order system in one process, with
-// nothing installed: 'outbox demo'. [Run] starts
+// nothing installed: 'outbox-lab demo'. [Run] starts
 //
 //   - three SQLite databases in a data directory, one per service, as each
 //     service owns its data: orders.db (the orders and the order service's

@@ -20,7 +20,8 @@ import (
 	"github.com/outbox-dev/outbox/broker"
 )
 
-// binary is the outbox command built with failpoints, shared by all tests.
+// binary is the outbox-lab command (every outbox command and the example
+// services) built with failpoints, shared by all tests.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -29,14 +30,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "outbox")
+	binary = filepath.Join(dir, "outbox-lab")
 	// Many relays run at once here: each takes a free port for its admin
 	// endpoint instead of the default 9464.
 	os.Setenv("OUTBOX_METRICS_ADDR", "127.0.0.1:0")
-	build := exec.Command("go", "build", "-tags", "failpoints", "-o", binary, "github.com/outbox-dev/outbox/cmd/outbox")
+	build := exec.Command("go", "build", "-tags", "failpoints", "-o", binary, "github.com/outbox-dev/outbox/cmd/outbox-lab")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build outbox:", err)
+		fmt.Fprintln(os.Stderr, "build outbox-lab:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

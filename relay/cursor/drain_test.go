@@ -17,7 +17,7 @@ import (
 // path; a relay drains them at its claims' pace, not one per
 // FullClaimInterval. (A table-path claim that found nothing while the
 // aggregates' heads were in flight held the next claim back for a second:
-// in outbox chaos --cursor four hot aggregates drained at two messages a
+// in outbox-lab chaos --cursor four hot aggregates drained at two messages a
 // second each, and 400 such messages took over a minute.)
 func TestCursor_ARelayDrainsHotAggregatesThroughTheTablePathAtOnce(t *testing.T) {
 	b := pgstoretest.SetupCursor(t, pgstore.Config{})

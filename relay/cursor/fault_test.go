@@ -52,7 +52,7 @@ func TestCursor_FailedMarkAndClaimLeavesTheMarkToTheRetry(t *testing.T) {
 // leader found the gap: PostgreSQL's snapshot xmax is the newest ended id
 // plus one, so such a transaction is neither below that xmax nor counted in
 // a later snapshot's xmin; the gap's bound must be an id given out after
-// the snapshot (queries/cursor_read.sql). Found by outbox chaos --cursor
+// the snapshot (queries/cursor_read.sql). Found by outbox-lab chaos --cursor
 // --seed 12, which lost a late commit with the snapshot's xmax as the
 // bound. (The leader's read must come before any newer transaction ends:
 // on a busy server other sessions' commits hide the case, so the test tries

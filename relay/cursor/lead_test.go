@@ -500,7 +500,7 @@ func TestCursor_StandbyDoesNotMakeWritersNotify(t *testing.T) {
 // flowing. (The table path's claims used the claim floor of claim mode: it
 // rose with the newest seq, a failed message landed below it, and the claim
 // once a second always ran beside the probe below the floor, which the
-// claim then overruled: in outbox chaos --cursor --seed 12 an aggregate
+// claim then overruled: in outbox-lab chaos --cursor --seed 12 an aggregate
 // waited minutes behind it.)
 func TestCursor_TablePathClaimsAMessageBelowEverythingItSawBefore(t *testing.T) {
 	b := pgstoretest.SetupCursor(t, pgstore.Config{})

@@ -15,7 +15,7 @@ import (
 )
 
 // setupSQLite is setup on a SQLite file: the service's tables and its
-// outbox in one database, as in 'outbox demo'.
+// outbox in one database, as in 'outbox-lab demo'.
 func setupSQLite(t *testing.T) (*bundle, *sql.DB) {
 	t.Helper()
 	db, err := sqlitestore.Open(testCtx(t), filepath.Join(t.TempDir(), "orders.db"))

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outbox-dev/outbox/internal/chaos"
+	"github.com/outbox-dev/outbox/internal/cli"
 )
 
-func newChaosCommand(a *app) *cobra.Command {
+func newChaosCommand(a *cli.App) *cobra.Command {
 	var (
 		cfg    chaos.Config
 		report string
@@ -21,7 +22,7 @@ func newChaosCommand(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:     "chaos",
-		GroupID: "try",
+		GroupID: groupLab,
 		Short:   "Run the whole order system under random faults and check its invariants",
 		Long: `chaos runs the order system as real processes (two order services, several
 relays, the billing and inventory consumers, and an embedded broker with a
@@ -52,18 +53,20 @@ within --drain-bound, and no relay's memory, goroutines or database
 connections grew (sampled every --sample-every). It prints a table (and --report writes JSON) ending
 in PASS or FAIL naming each violated invariant; it exits 1 on FAIL.
 
-It needs the Go toolchain and this repository's source (it builds the
-outbox binary with -tags failpoints) unless --binary names such a build.
---database-url defaults to the local test database; the run creates and
-drops schemas named chaos_*. --pg-restart restarts the whole server: never
-use it on a server others are using. docs/chaos.md has the details.`,
-		Example: `  outbox chaos                                  # two minutes, random seed (and so strategy)
-  outbox chaos --seed 42 --duration 5m --report chaos.json
-  outbox chaos --strategy cdc --duration 1m
-  outbox chaos --seed 42 --pg-restart           # only on a server of your own`,
-		Args: noArgs,
+Every process runs one outbox-lab binary built with -tags failpoints (its
+relay, broker and example commands): --binary, or one the harness builds
+from ./cmd/outbox-lab, which needs the Go toolchain and this repository's
+source. --database-url defaults to the local test database; the run
+creates and drops schemas named chaos_*. --pg-restart restarts the whole
+server: never use it on a server others are using. docs/chaos.md has the
+details.`,
+		Example: `  outbox-lab chaos                                  # two minutes, random seed (and so strategy)
+  outbox-lab chaos --seed 42 --duration 5m --report chaos.json
+  outbox-lab chaos --strategy cdc --duration 1m
+  outbox-lab chaos --seed 42 --pg-restart           # only on a server of your own`,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runChaos(cmd.Context(), cfg, cursor, report)
+			return runChaos(cmd.Context(), a, cfg, cursor, report)
 		},
 	}
 	addChaosFlags(cmd.Flags(), &cfg, &cursor, &report)
@@ -73,15 +76,15 @@ use it on a server others are using. docs/chaos.md has the details.`,
 // runChaos runs the harness with cfg (and --cursor, --report), prints the
 // table and writes the report; a FAIL is an error naming the seed, the
 // strategy and the violated invariants.
-func (a *app) runChaos(ctx context.Context, cfg chaos.Config, cursor bool, report string) error {
+func runChaos(ctx context.Context, a *cli.App, cfg chaos.Config, cursor bool, report string) error {
 	if cursor {
 		if cfg.Strategy != "" && cfg.Strategy != chaos.StrategyCursor {
-			return flagError("cursor", "is --strategy cursor; it contradicts --strategy %s", cfg.Strategy)
+			return cli.FlagError("cursor", "is --strategy cursor; it contradicts --strategy %s", cfg.Strategy)
 		}
 		cfg.Strategy = chaos.StrategyCursor
 	}
-	cfg.DatabaseURL = a.databaseURL
-	cfg.Out = a.stdout
+	cfg.DatabaseURL = a.DatabaseURL()
+	cfg.Out = a.Stdout()
 	rep, err := chaos.Run(ctx, cfg)
 	if errors.Is(err, chaos.ErrInvalidConfig) {
 		return chaosConfigError(err)
@@ -89,8 +92,8 @@ func (a *app) runChaos(ctx context.Context, cfg chaos.Config, cursor bool, repor
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout)
-	rep.WriteTable(a.stdout)
+	fmt.Fprintln(a.Stdout())
+	rep.WriteTable(a.Stdout())
 	if report != "" {
 		data, err := rep.JSON()
 		if err != nil {
@@ -102,7 +105,7 @@ func (a *app) runChaos(ctx context.Context, cfg chaos.Config, cursor bool, repor
 	}
 	if !rep.Pass {
 		if rep.WorkDir != "" {
-			fmt.Fprintf(a.stdout, "logs of the processes: %s\n", rep.WorkDir)
+			fmt.Fprintf(a.Stdout(), "logs of the processes: %s\n", rep.WorkDir)
 		}
 		return fmt.Errorf("chaos: FAIL (seed %d, strategy %s): %s", rep.Seed, rep.Strategy, strings.Join(rep.Violated(), ", "))
 	}
@@ -133,7 +136,7 @@ func addChaosFlags(fs *pflag.FlagSet, cfg *chaos.Config, cursor *bool, report *s
 	fs.DurationVar(&cfg.Grace, "grace", 0, "how long after a fault a duplicate it caused may appear (default 3 leases + 5s)")
 	fs.DurationVar(&cfg.DrainBound, "drain-bound", chaos.DefaultDrainBound, "longest allowed drain after the heal")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", chaos.DefaultDrainTimeout, "how long to wait for the drain before checking anyway")
-	fs.StringVar(&cfg.Binary, "binary", "", "outbox binary built with -tags failpoints (default: build one)")
+	fs.StringVar(&cfg.Binary, "binary", "", "outbox-lab `binary` built with -tags failpoints, run as every process (default: build ./cmd/outbox-lab)")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "`directory` for the binary, the broker's data and the logs (default: a temporary one, removed after a PASS)")
 	fs.BoolVar(&cfg.KeepSchemas, "keep-schemas", false, "keep the run's schemas after a PASS too")
 	fs.StringVar(report, "report", "", "write the report as JSON to this `file`")
@@ -153,7 +156,7 @@ func chaosConfigError(err error) error {
 	_, rest, _ := strings.Cut(err.Error(), "invalid config: ")
 	field, _, _ := strings.Cut(rest, " ")
 	if flag, ok := chaosFieldFlags[field]; ok {
-		return &usageError{fmt.Errorf("--%s: %w", flag, err)}
+		return cli.UsageError(fmt.Errorf("--%s: %w", flag, err))
 	}
-	return &usageError{err}
+	return cli.UsageError(err)
 }

@@ -1,7 +1,6 @@
-package cli
+package lab
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -22,10 +21,9 @@ func TestChaos_BadFlag_UsageErrorNamingTheFlag(t *testing.T) {
 		{[]string{"chaos", "--cursor", "--strategy", "cdc"}, "--cursor"},
 		{[]string{"chaos", "--sample-every", "10ms"}, "--sample-every"},
 	} {
-		var stdout, stderr strings.Builder
-		code := run(context.Background(), c.args, &stdout, &stderr, mapEnv(nil))
-		if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("outbox %s: exit %d, stderr %q; want %d naming %s", strings.Join(c.args, " "), code, stderr.String(), exitUsage, c.want)
+		res := runCLI(t, nil, c.args...)
+		if res.code != exitUsage || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("outbox-lab %s: exit %d, stderr %q; want %d naming %s", strings.Join(c.args, " "), res.code, res.stderr, exitUsage, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"errors"
@@ -7,15 +7,16 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/outbox-dev/outbox/internal/cli"
 	"github.com/outbox-dev/outbox/internal/demo"
 )
 
-func newDemoCommand(a *app) *cobra.Command {
+func newDemoCommand(a *cli.App) *cobra.Command {
 	var cfg demo.Config
-	var kf kafkaFlags // only its TLS and SASL flags are added
+	var kf cli.KafkaFlags // only its TLS and SASL flags are added
 	cmd := &cobra.Command{
 		Use:     "demo",
-		GroupID: "try",
+		GroupID: groupLab,
 		Short:   "Run the whole order system in one process, with nothing installed, and check it",
 		Long: `demo runs the reference order system in one process: the order service
 (HTTP on 127.0.0.1, port printed), its outbox and relay, the billing and
@@ -41,25 +42,25 @@ and stops the broker for a few seconds; the invariants must hold anyway.
 and --kafka-sasl-* flags, the same as the relay's, secure every Kafka
 client of the demo. They require --kafka-brokers: the embedded broker
 speaks plaintext only.`,
-		Example: `  outbox demo
-  outbox demo --chaos --duration 60s
-  outbox demo --db postgres://postgres@127.0.0.1:5432/test --kafka-brokers 127.0.0.1:9092
-  OUTBOX_KAFKA_SASL_PASSWORD=... outbox demo --kafka-brokers kafka-1:9093 --kafka-tls \
+		Example: `  outbox-lab demo
+  outbox-lab demo --chaos --duration 60s
+  outbox-lab demo --db postgres://postgres@127.0.0.1:5432/test --kafka-brokers 127.0.0.1:9092
+  OUTBOX_KAFKA_SASL_PASSWORD=... outbox-lab demo --kafka-brokers kafka-1:9093 --kafka-tls \
     --kafka-sasl-mechanism SCRAM-SHA-512 --kafka-sasl-username demo`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case cfg.Duration <= 0:
-				return flagError("duration", "must be positive, not %s", cfg.Duration)
+				return cli.FlagError("duration", "must be positive, not %s", cfg.Duration)
 			case cfg.Rate <= 0 || cfg.Rate > 1000:
-				return flagError("rate", "must be above 0 and at most 1000 orders per second, not %g", cfg.Rate)
+				return cli.FlagError("rate", "must be above 0 and at most 1000 orders per second, not %g", cfg.Rate)
 			case cfg.DrainTimeout <= 0:
-				return flagError("drain-timeout", "must be positive, not %s", cfg.DrainTimeout)
+				return cli.FlagError("drain-timeout", "must be positive, not %s", cfg.DrainTimeout)
 			}
 			if err := demoKafkaSecurity(cmd.Flags(), &kf, &cfg); err != nil {
 				return err
 			}
-			_, err := demo.Run(cmd.Context(), cfg, a.stdout)
+			_, err := demo.Run(cmd.Context(), cfg, a.Stdout())
 			if errors.Is(err, demo.ErrInvalidConfig) {
 				return demoFlagError(err)
 			}
@@ -77,8 +78,8 @@ speaks plaintext only.`,
 	fs.StringSliceVar(&cfg.KafkaBrokers, "kafka-brokers", nil, "comma-separated `host:port` of a real Kafka cluster to use instead of the embedded broker")
 	fs.StringVar(&cfg.Listen, "listen", demo.DefaultListen, "`host:port` of the order service's HTTP API (port 0 picks a free port)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", demo.DefaultDrainTimeout, "longest wait for the backlog to drain after the load stopped")
-	addKafkaSecurityFlags(fs, &kf) // the relay's TLS and SASL flags; the other --kafka-* flags do not apply
-	markSensitive(fs, "db")
+	cli.AddKafkaSecurityFlags(fs, &kf) // the relay's TLS and SASL flags; the other --kafka-* flags do not apply
+	cli.MarkSensitive(fs, "db")
 	return cmd
 }
 
@@ -86,19 +87,19 @@ speaks plaintext only.`,
 // cfg.KafkaSecurity, before anything starts. They require --kafka-brokers,
 // and kafka.Security's own checks (files readable, a password with a
 // mechanism, ...) are reported naming the flag.
-func demoKafkaSecurity(fs *pflag.FlagSet, kf *kafkaFlags, cfg *demo.Config) error {
-	cfg.KafkaSecurity = kf.security()
+func demoKafkaSecurity(fs *pflag.FlagSet, kf *cli.KafkaFlags, cfg *demo.Config) error {
+	cfg.KafkaSecurity = kf.Security()
 	if len(cfg.KafkaBrokers) == 0 {
-		for _, name := range kafkaSecurityFlags {
+		for _, name := range cli.KafkaSecurityFlags() {
 			// Set by the flag or its environment variable: not the default.
 			if f := fs.Lookup(name); f.Value.String() != f.DefValue {
-				return flagError(name, "needs --kafka-brokers: the embedded broker speaks plaintext only")
+				return cli.FlagError(name, "needs --kafka-brokers: the embedded broker speaks plaintext only")
 			}
 		}
 		return nil
 	}
 	if _, err := cfg.KafkaSecurity.Opts(); err != nil {
-		return kafkaConfigError(err)
+		return cli.KafkaConfigError(err)
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ func demoKafkaSecurity(fs *pflag.FlagSet, kf *kafkaFlags, cfg *demo.Config) erro
 // repeated, since a URL may hold a password.
 func demoFlagError(err error) error {
 	if strings.Contains(err.Error(), "DatabaseURL") {
-		return &usageError{errors.New("--db is not a valid PostgreSQL URL")}
+		return cli.UsageError(errors.New("--db is not a valid PostgreSQL URL"))
 	}
-	return &usageError{err}
+	return cli.UsageError(err)
 }

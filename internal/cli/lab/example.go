@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/outbox-dev/outbox/examples/orders/inventory"
 	"github.com/outbox-dev/outbox/examples/orders/orderservice"
 	"github.com/outbox-dev/outbox/inbox"
+	"github.com/outbox-dev/outbox/internal/cli"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -42,10 +43,10 @@ const (
 	consumerMaxConns = 6
 )
 
-func newExampleCommand(a *app) *cobra.Command {
+func newExampleCommand(a *cli.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "example",
-		GroupID: "try",
+		GroupID: groupLab,
 		Short:   "Run a piece of the reference order system: orders, billing or inventory",
 		Long: `example runs one piece of the reference order system, each as
 a process of its own, against PostgreSQL (--database-url) and a Kafka-protocol
@@ -59,21 +60,21 @@ broker (--kafka-brokers):
              events (StockReserved, StockRejected, StockReleased) go through
              the outbox too
 
-Next to them run 'outbox relay', which publishes the outbox. Run
-'outbox migrate' first: it creates the outbox tables (--schema). Each piece
-creates its own tables at start if they are missing. docs/events.md
-documents the events.`,
+Next to them run 'relay' (of outbox or outbox-lab, which has every outbox
+command), which publishes the outbox. Run 'migrate' first: it creates the
+outbox tables (--schema). Each piece creates its own tables at start if
+they are missing. docs/events.md documents the events.`,
 		Example: `  export OUTBOX_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test
-  outbox migrate
-  outbox broker &
-  outbox relay &
-  outbox example billing &
-  outbox example inventory &
-  outbox example orders --listen 127.0.0.1:8080`,
+  outbox-lab migrate
+  outbox-lab broker &
+  outbox-lab relay &
+  outbox-lab example billing &
+  outbox-lab example inventory &
+  outbox-lab example orders --listen 127.0.0.1:8080`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return &usageError{fmt.Errorf("unknown example %q: choose orders, billing or inventory", args[0])}
+				return cli.UsageError(fmt.Errorf("unknown example %q: choose orders, billing or inventory", args[0]))
 			}
 			return cmd.Help()
 		},
@@ -82,7 +83,7 @@ documents the events.`,
 	return cmd
 }
 
-func newExampleOrdersCommand(a *app) *cobra.Command {
+func newExampleOrdersCommand(a *cli.App) *cobra.Command {
 	var (
 		listen        string
 		topic         string
@@ -101,32 +102,32 @@ func newExampleOrdersCommand(a *app) *cobra.Command {
   POST /orders/{id}/pay | /ship | /cancel                                  -> 200, or 409
 
 Each change and its event are written in one transaction: the order in
---orders-schema, the event in the outbox (--schema), for 'outbox relay' to
+--orders-schema, the event in the outbox (--schema), for the relay to
 publish on --topic. An Idempotency-Key header makes a retried POST /orders
 return the first order. It prints the address it listens on, then runs
 until SIGINT or SIGTERM and lets requests in progress finish.`,
-		Example: `  outbox example orders --listen 127.0.0.1:8080
+		Example: `  outbox-lab example orders --listen 127.0.0.1:8080
   curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
     -H 'Idempotency-Key: 7d1c' -d '{"customerId":"C-1","amount":"150.00","currency":"EUR"}'`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, _, err := net.SplitHostPort(listen); err != nil {
-				return flagError("listen", "must be a host:port such as 127.0.0.1:8080, not %q", listen)
+				return cli.FlagError("listen", "must be a host:port such as 127.0.0.1:8080, not %q", listen)
 			}
 			if placedVersion != 1 && placedVersion != 2 {
-				return flagError("order-placed-version", "must be 1 or 2, not %d", placedVersion)
+				return cli.FlagError("order-placed-version", "must be 1 or 2, not %d", placedVersion)
 			}
 			if maxBody < 1 {
-				return flagError("max-body-bytes", "must be positive, not %d", maxBody)
+				return cli.FlagError("max-body-bytes", "must be positive, not %d", maxBody)
 			}
 			ctx := cmd.Context()
-			st, pool, err := a.openExampleStore(ctx, "example orders", ordersMaxConns)
+			st, pool, err := openExampleStore(ctx, a, "example orders", ordersMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
 			svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: st, Schema: schema, Topic: topic,
-				PlacedVersion: placedVersion, MaxBodyBytes: maxBody, Logger: a.logger})
+				PlacedVersion: placedVersion, MaxBodyBytes: maxBody, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "orders-schema", "Topic": "topic"})
 			}
@@ -141,9 +142,9 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
 			addr := ln.Addr().String()
-			a.logger.Info("order service started", slog.String("addr", addr), slog.String("orders_schema", svc.Schema()),
+			a.Logger().Info("order service started", slog.String("addr", addr), slog.String("orders_schema", svc.Schema()),
 				slog.String("outbox_schema", st.Schema()), slog.String("topic", topic), slog.Int("order_placed_version", placedVersion))
-			fmt.Fprintf(a.stdout, "orders listening on http://%s\n", addr)
+			fmt.Fprintf(a.Stdout(), "orders listening on http://%s\n", addr)
 
 			select {
 			case err := <-served:
@@ -153,9 +154,9 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 			defer cancel()
 			if err := srv.Shutdown(sctx); err != nil {
-				a.logger.Warn("order service: requests still running at shutdown", slog.Any("error", err))
+				a.Logger().Warn("order service: requests still running at shutdown", slog.Any("error", err))
 			}
-			a.logger.Info("order service stopped")
+			a.Logger().Info("order service stopped")
 			return nil
 		},
 	}
@@ -170,7 +171,7 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 
 // consumerFlags are the flags of an example consumer process.
 type consumerFlags struct {
-	kafka         kafkaFlags
+	kafka         cli.KafkaFlags
 	topic         string
 	schema        string
 	inboxSchema   string
@@ -185,11 +186,11 @@ type consumerFlags struct {
 
 // consumerKafkaFlags are the flags of kafkaflags.go a consumer uses: the
 // brokers, TLS and SASL. The producer's settings do not apply.
-var consumerKafkaFlags = append([]string{"kafka-brokers"}, kafkaSecurityFlags...)
+var consumerKafkaFlags = append([]string{"kafka-brokers"}, cli.KafkaSecurityFlags()...)
 
 func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSchema string) {
 	all := pflag.NewFlagSet("kafka", pflag.ContinueOnError)
-	addKafkaFlags(all, &c.kafka) // the same flags as the relay's, defaults and annotations included
+	cli.AddKafkaFlags(all, &c.kafka) // the same flags as the relay's, defaults and annotations included
 	for _, name := range consumerKafkaFlags {
 		fs.AddFlag(all.Lookup(name))
 	}
@@ -208,22 +209,22 @@ func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSc
 func (c *consumerFlags) check() error {
 	switch {
 	case c.maxAttempts < 1:
-		return flagError("handler-max-attempts", "must be at least 1, not %d", c.maxAttempts)
+		return cli.FlagError("handler-max-attempts", "must be at least 1, not %d", c.maxAttempts)
 	case c.retryBase <= 0:
-		return flagError("handler-retry-base", "must be positive, not %s", c.retryBase)
+		return cli.FlagError("handler-retry-base", "must be positive, not %s", c.retryBase)
 	case c.retryMax < c.retryBase:
-		return flagError("handler-retry-max", "must be at least --handler-retry-base (%s), not %s", c.retryBase, c.retryMax)
+		return cli.FlagError("handler-retry-max", "must be at least --handler-retry-base (%s), not %s", c.retryBase, c.retryMax)
 	case c.statsInterval <= 0:
-		return flagError("stats-interval", "must be positive, not %s", c.statsInterval)
+		return cli.FlagError("stats-interval", "must be positive, not %s", c.statsInterval)
 	case c.session < time.Second:
-		return flagError("session-timeout", "must be at least 1s, not %s", c.session)
+		return cli.FlagError("session-timeout", "must be at least 1s, not %s", c.session)
 	case c.rebalance < time.Second:
-		return flagError("rebalance-timeout", "must be at least 1s, not %s", c.rebalance)
+		return cli.FlagError("rebalance-timeout", "must be at least 1s, not %s", c.rebalance)
 	}
 	return nil
 }
 
-func newExampleBillingCommand(a *app) *cobra.Command {
+func newExampleBillingCommand(a *cli.App) *cobra.Command {
 	var cf consumerFlags
 	cmd := &cobra.Command{
 		Use:   "billing",
@@ -235,36 +236,33 @@ transaction as its effect. A paid order that is cancelled gets a credit
 note. An event of an unknown version, or one that breaks its contract, is
 parked with the reason (see the inbox's parked messages) instead of being
 processed. It runs until SIGINT or SIGTERM.`,
-		Example: `  outbox example billing --kafka-brokers 127.0.0.1:9092`,
-		Args:    noArgs,
+		Example: `  outbox-lab example billing --kafka-brokers 127.0.0.1:9092`,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.check(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			pool, err := a.newPool("example billing", consumerMaxConns)
+			pool, err := a.OpenPool(ctx, "example billing", consumerMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			if err := a.ping(ctx, pool); err != nil {
-				return err
-			}
-			b, err := billing.New(pool, billing.Config{Schema: cf.schema, Logger: a.logger})
+			b, err := billing.New(pool, billing.Config{Schema: cf.schema, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "billing-schema"})
 			}
 			if err := b.Migrate(ctx); err != nil {
 				return err
 			}
-			return a.runConsumer(ctx, pool, &cf, billing.Group, b.Handle)
+			return runConsumer(ctx, a, pool, &cf, billing.Group, b.Handle)
 		},
 	}
 	addConsumerFlags(cmd.Flags(), &cf, "billing-schema", billing.DefaultSchema)
 	return cmd
 }
 
-func newExampleInventoryCommand(a *app) *cobra.Command {
+func newExampleInventoryCommand(a *cli.App) *cobra.Command {
 	var (
 		cf    consumerFlags
 		topic string
@@ -279,13 +277,13 @@ func newExampleInventoryCommand(a *app) *cobra.Command {
 too little stock reserves nothing and publishes StockRejected; a
 reservation publishes StockReserved and a cancellation StockReleased. These
 events are written to the outbox (--schema) in the same transaction as the
-reservation, for 'outbox relay' to publish on --inventory-topic.
+reservation, for the relay to publish on --inventory-topic.
 
 At start it creates its tables if missing and gives the SKUs of --stock
 that have no stock yet their units. It runs until SIGINT or SIGTERM.`,
-		Example: `  outbox example inventory --kafka-brokers 127.0.0.1:9092
-  outbox example inventory --stock BOOK-1=100,LAMP-1=2`,
-		Args: noArgs,
+		Example: `  outbox-lab example inventory --kafka-brokers 127.0.0.1:9092
+  outbox-lab example inventory --stock BOOK-1=100,LAMP-1=2`,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cf.check(); err != nil {
 				return err
@@ -295,19 +293,19 @@ that have no stock yet their units. It runs until SIGINT or SIGTERM.`,
 				return err
 			}
 			ctx := cmd.Context()
-			st, pool, err := a.openExampleStore(ctx, "example inventory", consumerMaxConns)
+			st, pool, err := openExampleStore(ctx, a, "example inventory", consumerMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			inv, err := inventory.New(pool, inventory.Config{Schema: cf.schema, Outbox: st, Topic: topic, Stock: seed, Logger: a.logger})
+			inv, err := inventory.New(pool, inventory.Config{Schema: cf.schema, Outbox: st, Topic: topic, Stock: seed, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "inventory-schema", "Topic": "inventory-topic", "Stock": "stock"})
 			}
 			if err := inv.Migrate(ctx); err != nil {
 				return err
 			}
-			return a.runConsumer(ctx, pool, &cf, inventory.Group, inv.Handle)
+			return runConsumer(ctx, a, pool, &cf, inventory.Group, inv.Handle)
 		},
 	}
 	fs := cmd.Flags()
@@ -329,7 +327,7 @@ func parseStock(list []string) (map[string]int64, error) {
 		sku, units, ok := strings.Cut(s, "=")
 		n, err := strconv.ParseInt(strings.TrimSpace(units), 10, 64)
 		if !ok || err != nil || n < 0 || !events.ValidSKU(strings.TrimSpace(sku)) {
-			return nil, flagError("stock", "must be SKU=units with a SKU of letters, digits, '.', '_' or '-' and 0 or more units, not %q", s)
+			return nil, cli.FlagError("stock", "must be SKU=units with a SKU of letters, digits, '.', '_' or '-' and 0 or more units, not %q", s)
 		}
 		out[strings.TrimSpace(sku)] = n
 	}
@@ -338,8 +336,8 @@ func parseStock(list []string) (map[string]int64, error) {
 
 // openExampleStore opens the database and the outbox store in --schema,
 // and checks that 'outbox migrate' created the outbox table there.
-func (a *app) openExampleStore(ctx context.Context, purpose string, maxConns int32) (*pgstore.Store, *pgxpool.Pool, error) {
-	st, pool, err := a.openStore(ctx, purpose, maxConns)
+func openExampleStore(ctx context.Context, a *cli.App, purpose string, maxConns int32) (*pgstore.Store, *pgxpool.Pool, error) {
+	st, pool, err := a.OpenStore(ctx, purpose, maxConns)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,12 +353,12 @@ func (a *app) openExampleStore(ctx context.Context, purpose string, maxConns int
 // runConsumer runs an example consumer until ctx ends: the inbox in
 // --inbox-schema, the consumer group, and a periodic log of what it
 // handled.
-func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.HandlerFunc) error {
-	kcfg, err := cf.kafka.config(a.logger)
+func runConsumer(ctx context.Context, a *cli.App, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.HandlerFunc) error {
+	kcfg, err := cf.kafka.Config(a.Logger())
 	if err != nil {
 		return err
 	}
-	inb, err := inbox.New(pool, inbox.Config{Schema: cf.inboxSchema, Logger: a.logger})
+	inb, err := inbox.New(pool, inbox.Config{Schema: cf.inboxSchema, Logger: a.Logger()})
 	if err != nil {
 		return exampleConfigError(err, map[string]string{"Schema": "inbox-schema"})
 	}
@@ -372,23 +370,23 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
 		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
 		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, InstanceID: cf.instanceID,
-		ClientID: "outbox-example-" + group, Logger: a.logger, Hooks: stats.hooks(),
+		ClientID: "outbox-example-" + group, Logger: a.Logger(), Hooks: stats.hooks(),
 	})
 	if err != nil {
 		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: Topics") {
-			return flagError("topic", "is not usable: %v", err)
+			return cli.FlagError("topic", "is not usable: %v", err)
 		}
 		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: InstanceID") {
-			return flagError("instance-id", "is not usable: %v", err)
+			return cli.FlagError("instance-id", "is not usable: %v", err)
 		}
-		return kafkaConfigError(err)
+		return cli.KafkaConfigError(err)
 	}
 	attrs := append([]any{slog.String("group", group), slog.String("topic", cf.topic),
-		slog.String("inbox_schema", inb.Schema())}, cf.kafka.logAttrs()...)
+		slog.String("inbox_schema", inb.Schema())}, cf.kafka.LogAttrs()...)
 	if cf.instanceID != "" {
 		attrs = append(attrs, slog.String("instance_id", cf.instanceID))
 	}
-	a.logger.Info("example consumer starting", attrs...)
+	a.Logger().Info("example consumer starting", attrs...)
 
 	done := make(chan struct{})
 	go func() {
@@ -402,7 +400,7 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 				return
 			case <-t.C:
 				if now := stats.counts(); now != last {
-					a.logHandled(group, now)
+					logHandled(a, group, now)
 					last = now
 				}
 			}
@@ -410,7 +408,7 @@ func (a *app) runConsumer(ctx context.Context, pool *pgxpool.Pool, cf *consumerF
 	}()
 	err = r.Run(ctx)
 	<-done
-	a.logHandled(group, stats.counts())
+	logHandled(a, group, stats.counts())
 	if err != nil {
 		return fmt.Errorf("consumer group %s: %w", group, err)
 	}
@@ -440,8 +438,8 @@ func (s *handledStats) counts() handledCounts {
 	return handledCounts{s.processed.Load(), s.duplicates.Load(), s.parked.Load(), s.retried.Load()}
 }
 
-func (a *app) logHandled(group string, c handledCounts) {
-	a.logger.Info("events handled", slog.String("group", group), slog.Int64("processed", c.processed),
+func logHandled(a *cli.App, group string, c handledCounts) {
+	a.Logger().Info("events handled", slog.String("group", group), slog.Int64("processed", c.processed),
 		slog.Int64("duplicates", c.duplicates), slog.Int64("parked", c.parked), slog.Int64("retried", c.retried))
 }
 
@@ -450,7 +448,7 @@ func (a *app) logHandled(group string, c handledCounts) {
 func exampleConfigError(err error, fieldFlags map[string]string) error {
 	for field, flag := range fieldFlags {
 		if strings.Contains(err.Error(), field) {
-			return &usageError{fmt.Errorf("--%s: %w", flag, err)}
+			return cli.UsageError(fmt.Errorf("--%s: %w", flag, err))
 		}
 	}
 	return err

@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 // The demo runs below are not parallel: each is a whole system.
 
-// 'outbox demo' runs the system, prints the summary with every check
+// 'outbox-lab demo' runs the system, prints the summary with every check
 // passed, and exits 0.
 func TestDemo_RunsAndExitsZeroWhenEveryCheckPasses(t *testing.T) {
 	r := runCLI(t, nil, "demo", "--duration", "4s", "--rate", "10", "--data-dir", t.TempDir())

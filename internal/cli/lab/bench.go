@@ -1,4 +1,4 @@
-package cli
+package lab
 
 import (
 	"encoding/json"
@@ -12,9 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outbox-dev/outbox/internal/bench"
+	"github.com/outbox-dev/outbox/internal/cli"
 )
 
-// benchFlags are the flags of 'outbox bench' besides the relay's.
+// benchFlags are the flags of 'outbox-lab bench' besides the relay's.
 type benchFlags struct {
 	quick        bool
 	json         bool
@@ -41,12 +42,12 @@ type benchFlags struct {
 	cursor       bool
 }
 
-func newBenchCommand(a *app) *cobra.Command {
+func newBenchCommand(a *cli.App) *cobra.Command {
 	var bf benchFlags
-	var rf relayFlags
+	var rf cli.RelayFlags
 	cmd := &cobra.Command{
 		Use:     "bench",
-		GroupID: "try",
+		GroupID: groupLab,
 		Short:   "Measure the relay against PostgreSQL and Kafka, with the performance goals",
 		Long: `bench measures the outbox on a real PostgreSQL server and a Kafka-protocol
 broker (an embedded one it starts, or --kafka-brokers) and prints, side by
@@ -63,8 +64,9 @@ side, what docs/performance.md describes:
   claim     claim times on an empty table, with --history-rows sent rows,
             right after as many rows were marked sent (unvacuumed), and on a
             backlog whose planner statistics are those of an empty table
-  memory    peak memory of an 'outbox relay' process (this binary, or
-            --relay-binary) on a small and a large backlog
+  memory    peak memory of a relay process ('relay' of this binary, or
+            of --relay-binary, say an outbox build) on a small and a large
+            backlog
 
 and the goals with PASS or MISS. A full run takes several minutes; --quick
 uses small sizes and takes about one. A progress line goes to stderr, the
@@ -76,12 +78,12 @@ other schema). The relay flags (--batch-size, --workers, --poll-interval,
 ...) configure every relay it runs, and the ceiling uses the same batch size
 and as many loops as the relays have workers. The figures depend on what else runs on the
 machine; the report records the load average before and after.`,
-		Example: `  outbox bench --database-url postgres://postgres@127.0.0.1:5432/test
-  outbox bench --database-url postgres://postgres@127.0.0.1:5432/test --quick --json > bench.json
-  outbox bench --database-url ... --phases drain,claim --batch-size 500 --workers 4`,
-		Args: noArgs,
+		Example: `  outbox-lab bench --database-url postgres://postgres@127.0.0.1:5432/test
+  outbox-lab bench --database-url postgres://postgres@127.0.0.1:5432/test --quick --json > bench.json
+  outbox-lab bench --database-url ... --phases drain,claim --batch-size 500 --workers 4`,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runBench(cmd, &bf, &rf)
+			return runBench(a, cmd, &bf, &rf)
 		},
 	}
 	fs := cmd.Flags()
@@ -102,13 +104,13 @@ machine; the report records the load average before and after.`,
 	fs.IntVar(&bf.claims, "claims", bench.DefaultClaims, "claims timed per table in the claim phase")
 	fs.IntVar(&bf.aggregates, "aggregates", bench.DefaultAggregates, "aggregates the backlogs are spread over")
 	fs.IntVar(&bf.payloadBytes, "payload-bytes", bench.DefaultPayloadBytes, "size of each message's JSON payload")
-	fs.StringVar(&bf.relayBinary, "relay-binary", "", "outbox `binary` run as the relay process of the memory phase (default: this binary)")
+	fs.StringVar(&bf.relayBinary, "relay-binary", "", "`binary` whose relay command is the relay process of the memory phase: outbox or outbox-lab (default: this binary)")
 	fs.DurationVar(&bf.stallTimeout, "stall-timeout", bench.DefaultStallTimeout, "fail a phase that makes no progress for this long")
 	fs.DurationVar(&bf.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the outbox table at this interval while writers run, as autovacuum would (default: never; use it on a server with autovacuum off)")
 	fs.BoolVar(&bf.cursor, "cursor", false, "run every phase on outboxes in cursor mode (pgstore.EnableCursor): the relay leads a cursor over the outbox instead of claiming and marking each message")
 	fs.StringVar(&bf.mode, "mode", string(bench.ModePolling), "`relay` serving the steady and latency phases: polling, cdc (write-ahead log, marks SENT) or cdc-delete (deletes sent rows); the CDC modes need wal_level=logical")
 	fs.StringVar(&bf.cpuProfile, "cpu-profile", "", "write a CPU profile of the bench's process (relays, embedded broker, writers) to `file`, for go tool pprof")
-	addRelayFlags(fs, &rf)
+	cli.AddRelayFlags(fs, &rf)
 	// Each relay of the benchmark gets an id of its own.
 	if err := fs.MarkHidden("relay-id"); err != nil {
 		panic(err)
@@ -118,38 +120,38 @@ machine; the report records the load average before and after.`,
 
 // runBench builds the bench.Config from the flags, runs it and prints the
 // report.
-func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error {
-	if a.databaseURL == "" {
-		return flagError("database-url", "is required (or set %s): bench creates and drops schemas outbox_bench_* there and loads the server hard, so point it at a test database", EnvName("database-url"))
+func runBench(a *cli.App, cmd *cobra.Command, bf *benchFlags, rf *cli.RelayFlags) error {
+	if a.DatabaseURL() == "" {
+		return cli.FlagError("database-url", "is required (or set %s): bench creates and drops schemas outbox_bench_* there and loads the server hard, so point it at a test database", cli.EnvName("database-url"))
 	}
-	if err := rf.check(); err != nil {
+	if err := rf.Check(); err != nil {
 		return err
 	}
 	phases, err := bench.ParsePhases(strings.Join(bf.phases, ","))
 	if err != nil {
-		return flagError("phases", "%v", err)
+		return cli.FlagError("phases", "%v", err)
 	}
 	// The relays' own logs: warnings and errors only, unless debugging.
 	level := "warn"
-	if strings.EqualFold(a.logLevel, "debug") {
+	if strings.EqualFold(a.LogLevel(), "debug") {
 		level = "debug"
 	}
-	relayLog, err := newLogger(a.stderr, level, a.logFormat)
+	relayLog, err := a.NewLogger(level)
 	if err != nil {
 		return err
 	}
 	cfg := bench.Config{
-		DatabaseURL:  a.databaseURL,
+		DatabaseURL:  a.DatabaseURL(),
 		KafkaBrokers: bf.kafkaBrokers,
 		Topic:        bf.topic,
 		Phases:       phases,
-		Relay:        rf.config(nil, nil, relayLog),
+		Relay:        rf.Config(relayLog),
 		RelayBinary:  bf.relayBinary,
 		StallTimeout: bf.stallTimeout,
 		VacuumEvery:  bf.vacuumEvery,
 		Mode:         bench.Mode(bf.mode),
 		Cursor:       bf.cursor,
-		Progress:     a.stderr,
+		Progress:     a.Stderr(),
 		Logger:       relayLog,
 	}
 	cfg.Relay.ID = ""
@@ -170,9 +172,9 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		{"aggregates", &cfg.Aggregates, bf.aggregates},
 		{"payload-bytes", &cfg.PayloadBytes, bf.payloadBytes},
 	} {
-		if changed(fs, s.flag) {
+		if cli.Changed(fs, s.flag) {
 			if s.v < 1 {
-				return flagError(s.flag, "must be at least 1, not %d", s.v)
+				return cli.FlagError(s.flag, "must be at least 1, not %d", s.v)
 			}
 			*s.dst = s.v
 		}
@@ -185,9 +187,9 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		{"duration", &cfg.Duration, bf.duration},
 		{"idle-window", &cfg.IdleWindow, bf.idleWindow},
 	} {
-		if changed(fs, d.flag) {
+		if cli.Changed(fs, d.flag) {
 			if d.v <= 0 {
-				return flagError(d.flag, "must be positive, not %s", d.v)
+				return cli.FlagError(d.flag, "must be positive, not %s", d.v)
 			}
 			*d.dst = d.v
 		}
@@ -204,14 +206,14 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 	if bf.save != "" {
 		// Opened now, so that an unwritable path fails before a long run.
 		if save, err = os.Create(bf.save); err != nil {
-			return flagError("save", "cannot be written: %v", err)
+			return cli.FlagError("save", "cannot be written: %v", err)
 		}
 		defer save.Close()
 	}
 	if bf.cpuProfile != "" {
 		f, err := os.Create(bf.cpuProfile)
 		if err != nil {
-			return flagError("cpu-profile", "cannot be written: %v", err)
+			return cli.FlagError("cpu-profile", "cannot be written: %v", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
@@ -219,10 +221,10 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		}
 		defer pprof.StopCPUProfile()
 	}
-	a.logger.Info("bench starting", "database", RedactURL(a.databaseURL), "phases", phases, "quick", bf.quick)
+	a.Logger().Info("bench starting", "database", cli.RedactURL(a.DatabaseURL()), "phases", phases, "quick", bf.quick)
 	rep, err := bench.Run(cmd.Context(), cfg)
 	if errors.Is(err, bench.ErrInvalidConfig) {
-		return &usageError{err}
+		return cli.UsageError(err)
 	}
 	if err != nil {
 		return err
@@ -241,10 +243,10 @@ func (a *app) runBench(cmd *cobra.Command, bf *benchFlags, rf *relayFlags) error
 		}
 	}
 	if bf.json {
-		_, err := a.stdout.Write(js)
+		_, err := a.Stdout().Write(js)
 		return err
 	}
-	if err := bench.WriteText(a.stdout, rep); err != nil {
+	if err := bench.WriteText(a.Stdout(), rep); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
