@@ -3,6 +3,18 @@
 // /metrics (Prometheus) and whatever pages a caller mounts. It binds to
 // loopback by default; binding elsewhere is an explicit choice.
 //
+//	srv, err := admin.New(admin.Config{
+//		Addr:     "127.0.0.1:9464",
+//		Gatherer: reg, // a prometheus.Gatherer, served at /metrics
+//		Checks:   map[string]admin.Check{"database": pool.Ping, "kafka": snk.Ping},
+//	})
+//	...
+//	srv.Handle("/", page) // a statuspage.Page, or any http.Handler
+//	if err := srv.Start(); err != nil {
+//		return err
+//	}
+//	defer srv.Close(context.Background())
+//
 // # Safe under load and from afar
 //
 // The server bounds every connection: headers must arrive within

@@ -2,6 +2,26 @@
 // through an [inbox.Inbox]: each message once, in the consumer's own
 // database transaction, in partition order.
 //
+// A billing service that writes one invoice per event, however often Kafka
+// delivers it:
+//
+//	ib, err := inbox.New(pool, inbox.Config{})
+//	...
+//	err = ib.Migrate(ctx)
+//	...
+//	r, err := consumer.New(consumer.Config{
+//		Brokers: []string{"localhost:9092"},
+//		Group:   "billing",
+//		Topics:  []string{"orders"},
+//		Inbox:   ib,
+//		Handler: func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
+//			_, err := tx.Exec(ctx, "INSERT INTO invoices (order_id) VALUES ($1)", m.AggregateID)
+//			return err
+//		},
+//	})
+//	...
+//	err = r.Run(ctx) // until ctx ends; nil after a clean stop
+//
 // # At least once, applied once
 //
 // Kafka delivers at least once: an offset is committed after a record was

@@ -2,6 +2,20 @@
 // message once, inside the consumer's own database transaction, however
 // often the message is delivered.
 //
+//	ib, err := inbox.New(pool, inbox.Config{})
+//	...
+//	err = ib.Migrate(ctx) // once at start-up
+//	...
+//	msg, err := inbox.FromRecord(record) // a *kgo.Record
+//	...
+//	res, err := ib.Handle(ctx, "billing", msg, func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
+//		_, err := tx.Exec(ctx, "INSERT INTO invoices (order_id) VALUES ($1)", m.AggregateID)
+//		return err // the invoice and the record of msg commit together
+//	})
+//	// res is inbox.Processed, or inbox.Duplicate if msg was applied before
+//
+// Package consumer runs Handle for each record of a Kafka consumer group.
+//
 // # Why consumers see duplicates
 //
 // The outbox relay publishes at least once: a relay that dies after the

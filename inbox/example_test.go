@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outbox-dev/outbox/consumer"
 	"github.com/outbox-dev/outbox/inbox"
 	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
@@ -93,6 +94,7 @@ func ExampleNewSQLite() {
 		fmt.Println(res)
 	}
 	// consumer.Config{Applier: ib.Bind(invoice), ...} runs it for a Kafka group.
+
 	// Output:
 	// processed
 	// duplicate
@@ -174,4 +176,79 @@ func ExampleFromRecord() {
 func ExampleResult_String() {
 	fmt.Println(inbox.Processed, inbox.Duplicate)
 	// Output: processed duplicate
+}
+
+// Bind gives a consumer runner the inbox and its handler as one value,
+// consumer.Config.Applier. For PostgreSQL, consumer.Config{Inbox: ib,
+// Handler: invoice} is the same.
+func ExampleInbox_Bind() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, "postgres://billing@localhost:5432/billing")
+	ib, _ := inbox.New(pool, inbox.Config{})
+	invoice := func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
+		_, err := tx.Exec(ctx, "INSERT INTO invoices (order_id) VALUES ($1)", m.AggregateID)
+		return err
+	}
+
+	r, err := consumer.New(consumer.Config{
+		Brokers: []string{"localhost:9092"},
+		Group:   "billing",
+		Topics:  []string{"orders"},
+		Applier: ib.Bind(invoice),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := r.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A consumer on SQLite binds its handler to the inbox; the runner calls
+// Apply for each record, and a record delivered again is a duplicate.
+func ExampleSQLiteInbox_Bind() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlitestore.Open(ctx, filepath.Join(dir, "billing.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ib, err := inbox.NewSQLite(db, inbox.SQLiteConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := ib.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE invoices (order_id TEXT NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+
+	bound := ib.Bind(func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO invoices (order_id) VALUES (?)", m.AggregateID)
+		return err
+	})
+	// consumer.New(consumer.Config{Applier: bound, ...}) runs it for a Kafka group.
+	msg := inbox.Message{ID: uuid.MustParse("0190a5f2-7c3e-7d4a-9b1e-2f3a4b5c6d7e"), EventType: "OrderPlaced", AggregateID: "o-1"}
+	for range 2 { // delivered twice
+		res, err := bound.Apply(ctx, "billing", msg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(res)
+	}
+	var invoices int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM invoices").Scan(&invoices); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(invoices, "invoice")
+	// Output:
+	// processed
+	// duplicate
+	// 1 invoice
 }

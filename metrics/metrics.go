@@ -4,6 +4,22 @@
 // each scrape through a [SnapshotFunc] (the relay command's reads an
 // ops.StatsCache, which any number of scrapers share).
 //
+//	reg := prometheus.NewRegistry()
+//	m, err := metrics.NewRelay(reg)
+//	...
+//	r, err := relay.New(relay.Config{Store: st, Sink: snk, Hooks: m.Hooks()})
+//	...
+//	stats := ops.NewStatsCache(o, 5*time.Second) // o: an *ops.Ops
+//	err = metrics.NewTable(reg, func(ctx context.Context) (metrics.Snapshot, error) {
+//		s, err := stats.Stats(ctx)
+//		return metrics.Snapshot{Counts: s.Counts, OldestUnsentAge: s.OldestUnsentAge, BlockedAggregates: s.BlockedAggregates}, err
+//	}, 0)
+//	...
+//	srv, err := admin.New(admin.Config{Gatherer: reg}) // serves /metrics
+//
+// A consumer's come the same way: mc, err := metrics.NewConsumer(reg), then
+// consumer.Config{Hooks: mc.Hooks("billing")} (see [NewConsumer]).
+//
 // Metric names (all prefixed outbox_):
 //
 //	relay_published_total              counter   messages acknowledged by the broker and marked SENT

@@ -9,6 +9,14 @@
 // ops works on the tables that pgstore's Migrate creates:
 //
 //	o, err := ops.New(pool, ops.Config{Schema: "outbox"})
+//	...
+//	s, err := o.Stats(ctx)
+//	...
+//	fmt.Println(s.Counts[outbox.StatusPending], s.OldestUnsentAge, s.BlockedAggregates)
+//	groups, err := o.DeadLetterGroups(ctx, ops.Filter{}) // the dead letters by cause, most first
+//	...
+//	// once the cause of groups[0] is fixed:
+//	res, err := o.Replay(ctx, ops.Request{Reason: "topic created", Filter: &ops.Filter{Group: groups[0].Key}})
 //
 // # Statistics
 //

@@ -4,6 +4,23 @@
 // them SENT only after the broker acknowledged them; package
 // relay/failure decides what happens to a message whose publish failed.
 //
+// A relay over a PostgreSQL outbox, publishing to Kafka until ctx ends:
+//
+//	st, err := pgstore.New(pool, pgstore.Config{Schema: "outbox"})
+//	...
+//	snk, err := kafka.New(kafka.Config{Brokers: []string{"localhost:9092"}})
+//	...
+//	defer snk.Close()
+//	r, err := relay.New(relay.Config{Store: st, Sink: snk})
+//	...
+//	if err := r.Start(ctx); err != nil {
+//		return err
+//	}
+//	defer r.Stop(context.Background()) // waits for the acks in flight
+//
+// [Relay.Run] does Start, waits for ctx to end and does Stop, for a main
+// function. Any number of relays may run over one outbox.
+//
 // # Guarantees
 //
 //   - At least once: a message is marked SENT only after its ack. A relay

@@ -9,6 +9,16 @@
 // binds to loopback by default; when it is bound elsewhere, set
 // RequireTokenToView so that the page needs the token too.
 //
+//	o, err := ops.New(pool, ops.Config{Schema: "outbox"})
+//	...
+//	page, err := statuspage.New(statuspage.Config{
+//		Ops:   o,
+//		Token: os.Getenv("OUTBOX_STATUS_TOKEN"), // empty: read-only
+//	})
+//	...
+//	go page.Sample(ctx)   // the throughput chart, until ctx ends
+//	srv.Handle("/", page) // srv: an *admin.Server
+//
 // # The token
 //
 // A request presents the token in a header, "Authorization: Bearer <token>"

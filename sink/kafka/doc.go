@@ -2,6 +2,20 @@
 // speaks its protocol (Redpanda, WarpStream, the embedded [broker]), built on
 // franz-go.
 //
+// Give it to a relay, or publish records with it:
+//
+//	snk, err := kafka.New(kafka.Config{
+//		Brokers:              []string{"localhost:9092"},
+//		TopicByAggregateType: map[string]string{"Order": "orders"},
+//	})
+//	...
+//	defer snk.Close()
+//	r, err := relay.New(relay.Config{Store: st, Sink: snk})
+//	...
+//	for i, err := range snk.Publish(ctx, recs) { // nil once the broker acknowledged
+//		fmt.Println(recs[i].ID, sink.Classify(err)) // whose fault, and what to do
+//	}
+//
 // # The record contract
 //
 // Every outbox message becomes one Kafka record (see [Record]):
