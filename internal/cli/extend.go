@@ -1,10 +1,5 @@
 package cli
 
-// The seam for commands defined outside this package and added to the
-// tree by a [Program]: what they share with the production commands (the
-// global flags, the database, the Kafka and relay flags, the usage errors),
-// so that they behave and fail the same way.
-
 import (
 	"context"
 	"io"
@@ -21,7 +16,10 @@ import (
 )
 
 // App is what a command added by a [Program] shares with every command:
-// the output streams, the global flags and the logger. The flag values
+// the output streams, the global flags and the logger. With the exported
+// helpers of this file (the Kafka and relay flags, the usage errors) it is
+// the seam for commands defined outside this package, so that they behave
+// and fail as the production commands do. The flag values
 // and the logger are set once the command line is parsed: read them in
 // RunE, not when building the command.
 type App struct{ a *app }
