@@ -2,8 +2,8 @@ package inbox
 
 import "context"
 
-// Bound is an inbox with a message handler bound to it, as [Inbox.Bind] and
-// [SQLiteInbox.Bind] return it: the one value a consumer runner needs to
+// Bound is an inbox with a message handler bound to it, as [Inbox.Bind],
+// [SQLInbox.Bind] and [SQLiteInbox.Bind] return it: the one value a consumer runner needs to
 // apply, park and check the database, whichever database the inbox uses.
 // It implements consumer.Applier. Use it only as returned by Bind.
 type Bound struct {
@@ -15,7 +15,7 @@ type Bound struct {
 }
 
 // Apply handles msg for consumer with the bound handler, once: see
-// [Inbox.Handle] and [SQLiteInbox.Handle]. A nil bound handler makes every
+// [Inbox.Handle], [SQLInbox.Handle] and [SQLiteInbox.Handle]. A nil bound handler makes every
 // call fail.
 func (b *Bound) Apply(ctx context.Context, consumer string, msg Message) (Result, error) {
 	return b.apply(ctx, consumer, msg)

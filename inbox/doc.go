@@ -119,11 +119,24 @@
 // (SQLiteConfig.TablePrefix, empty by default), created by
 // [SQLiteInbox.Migrate]; times are unix milliseconds by the database clock.
 //
+// # database/sql on PostgreSQL
+//
+// [Inbox.SQL] is the PostgreSQL inbox through database/sql ([SQLInbox]):
+// its Handle, Replay and Bind take [SQLHandlerFunc]s, whose transaction is
+// a *sql.Tx of pgx's stdlib driver over the inbox's own pool. The tables,
+// the guarantees and the duplicate detection (unique_violation by its
+// SQLSTATE) are the Inbox's, and a message applied through one face is a
+// duplicate through the other. So a consumer whose handlers take a *sql.Tx
+// runs on PostgreSQL and SQLite alike; only its SQL text differs:
+//
+//	bound := ib.SQL().Bind(invoice)     // PostgreSQL
+//	bound := sqliteInbox.Bind(invoice)  // SQLite
+//
 // # Consumer runners
 //
-// [Inbox.Bind] and [SQLiteInbox.Bind] return the inbox with a handler bound
-// to it ([Bound]), which the consumer package's runner takes as
-// consumer.Config.Applier, whichever the database.
+// [Inbox.Bind], [SQLInbox.Bind] and [SQLiteInbox.Bind] return the inbox
+// with a handler bound to it ([Bound]), which the consumer package's runner
+// takes as consumer.Config.Applier, whichever the database.
 //
 // # Schema
 //

@@ -252,3 +252,24 @@ func ExampleSQLiteInbox_Bind() {
 	// duplicate
 	// 1 invoice
 }
+
+// A consumer on PostgreSQL whose handler takes a *sql.Tx, as it would on
+// SQLite: SQL gives the inbox's database/sql face, on the inbox's pool.
+func ExampleInbox_SQL() {
+	ctx := context.Background()
+	pool, _ := pgxpool.New(ctx, "postgres://billing@localhost:5432/billing")
+	ib, _ := inbox.New(pool, inbox.Config{})
+
+	invoice := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO invoices (order_id) VALUES ($1)", m.AggregateID)
+		return err // the invoice and the record of m commit together
+	}
+	var msg inbox.Message // from inbox.FromRecord(record)
+	res, err := ib.SQL().Handle(ctx, "billing", msg, invoice)
+	if err != nil {
+		log.Printf("not applied, deliver again: %v", err)
+	}
+	log.Print(res) // processed, or duplicate if applied before
+
+	// consumer.Config{Applier: ib.SQL().Bind(invoice), ...} runs it for a Kafka group.
+}

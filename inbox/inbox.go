@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,6 +114,9 @@ type Inbox struct {
 	log        *slog.Logger
 	q          queries
 	migrations []migrate.Migration
+
+	sqlOnce sync.Once
+	sql     *SQLInbox // made by SQL
 }
 
 // queries are the rendered SQL texts, with the schema (PostgreSQL) or the

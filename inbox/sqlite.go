@@ -18,14 +18,15 @@ import (
 	"github.com/outbox-dev/outbox/internal/sqlname"
 )
 
-// SQLHandlerFunc applies a message's effect with tx, the SQLite write
-// transaction that also records the message as processed. The rules of
+// SQLHandlerFunc applies a message's effect with tx, the database/sql
+// transaction that also records the message as processed: of a
+// [SQLiteInbox], or of a PostgreSQL inbox's [SQLInbox]. The rules of
 // [HandlerFunc] hold: all database work with tx, no commit or rollback, an
 // error rolls back both the effect and the record, wrap [ErrPermanent] when
-// retrying cannot help. In addition, it must not write through the *sql.DB
-// itself while it runs: tx holds the database's only write lock, so such a
-// write waits for tx, which waits for the handler (with a *sql.DB from
-// sqlitestore.Open it fails after sqlitestore.BusyTimeout).
+// retrying cannot help. On SQLite, in addition, it must not write through
+// the *sql.DB itself while it runs: tx holds the database's only write
+// lock, so such a write waits for tx, which waits for the handler (with a
+// *sql.DB from sqlitestore.Open it fails after sqlitestore.BusyTimeout).
 type SQLHandlerFunc func(ctx context.Context, tx *sql.Tx, msg Message) error
 
 // SQLiteConfig configures a [SQLiteInbox].

@@ -19,7 +19,8 @@ import (
 )
 
 // The behaviour suite (behaviour_test.go) runs every test against each
-// inbox: PostgreSQL (Inbox) and SQLite (SQLiteInbox). A target is one inbox
+// inbox: PostgreSQL with pgx (Inbox), PostgreSQL with database/sql
+// (Inbox.SQL) and SQLite (SQLiteInbox). A target is one inbox
 // under test with two business tables in its database: effects (one row
 // per applied message) and invoices (primary key order_id).
 type target interface {
@@ -110,7 +111,7 @@ func eachInbox(t *testing.T, test func(t *testing.T, setup setupFunc)) {
 	for _, c := range []struct {
 		name  string
 		setup setupFunc
-	}{{"postgres", setupPG}, {"sqlite", setupSQLite}} {
+	}{{"postgres", setupPG}, {"postgres-sql", setupPGSQL}, {"sqlite", setupSQLite}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, c.setup)
@@ -195,6 +196,56 @@ func (p *pgTarget) backdateParked(t *testing.T, column string, age time.Duration
 func (p *pgTarget) overlap(ctx context.Context, n int) error {
 	return waitForInsertWaiters(ctx, p.observer, p.b.schema, n)
 }
+
+// --- PostgreSQL through database/sql ---
+
+// pgSQLTarget is a PostgreSQL inbox whose handlers run through its
+// database/sql face; parking, listing and cleanup are the Inbox's.
+type pgSQLTarget struct {
+	*pgTarget
+	sql *inbox.SQLInbox
+}
+
+func setupPGSQL(t *testing.T, cfg targetConfig) target {
+	pg := setupPG(t, cfg).(*pgTarget)
+	return &pgSQLTarget{pgTarget: pg, sql: pg.SQL()}
+}
+
+// pgSQLWriter writes with a database/sql transaction on PostgreSQL.
+type pgSQLWriter struct {
+	ctx context.Context
+	tx  *sql.Tx
+	b   *bundle
+}
+
+func (w pgSQLWriter) effect(m inbox.Message) error {
+	_, err := w.tx.ExecContext(w.ctx, w.b.sql("INSERT INTO {{schema}}.effects (message_id) VALUES ($1)"), m.ID)
+	return err
+}
+
+func (w pgSQLWriter) invoice(orderID string) error {
+	_, err := w.tx.ExecContext(w.ctx, w.b.sql("INSERT INTO {{schema}}.invoices (order_id) VALUES ($1)"), orderID)
+	return err
+}
+
+func (p *pgSQLTarget) fn(h handler) inbox.SQLHandlerFunc {
+	if h == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+		return h(ctx, m, pgSQLWriter{ctx, tx, p.b})
+	}
+}
+
+func (p *pgSQLTarget) handle(ctx context.Context, consumer string, m inbox.Message, h handler) (inbox.Result, error) {
+	return p.sql.Handle(ctx, consumer, m, p.fn(h))
+}
+
+func (p *pgSQLTarget) replay(ctx context.Context, consumer string, id uuid.UUID, h handler) (inbox.Result, error) {
+	return p.sql.Replay(ctx, consumer, id, p.fn(h))
+}
+
+func (p *pgSQLTarget) bind(h handler) *inbox.Bound { return p.sql.Bind(p.fn(h)) }
 
 // --- SQLite ---
 
