@@ -24,10 +24,15 @@
 //   - [github.com/outbox-dev/outbox/examples/orders/inventory]: stock
 //     reservations (consumer group "inventory-service").
 //
-// The services run on PostgreSQL (New, Handle) or on SQLite (NewSQLite,
-// HandleSQL) with the same business code: each reads its SQL per dialect
-// (sql/ and sql/sqlite/) and runs it through a small internal seam over
-// pgx and database/sql transactions. 'outbox-lab demo' runs them all in one
+// The services run on PostgreSQL (New) or on SQLite (NewSQLite) with the
+// same Go code, on database/sql: PostgreSQL through pgx's stdlib driver
+// (stdlib.OpenDBFromPool(pool)), SQLite through sqlitestore.Open. Each
+// enqueues its events with an outbox.Enqueuer[*sql.Tx] (the PostgreSQL
+// store's SQL(), or a *sqlitestore.Store), and the consumers' handlers are
+// inbox.SQLHandlerFunc, bound with inb.SQL().Bind(h) on PostgreSQL and
+// sqliteInbox.Bind(h) on SQLite. What differs between the databases is in
+// each service's SQL files: sql/ for PostgreSQL, sql/sqlite/ for SQLite.
+// 'outbox-lab demo' runs them all in one
 // process on SQLite files; the end-to-end test in internal/e2e runs them as
 // separate processes on PostgreSQL.
 package orders

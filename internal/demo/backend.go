@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/consumer"
@@ -96,7 +97,7 @@ func openSQLite(ctx context.Context, dir string, log *slog.Logger) (*backend, er
 			name:         "SQLite (" + dir + ")",
 			ordersOutbox: ordersOutbox, inventoryOutbox: inventoryOutbox,
 			orders: svc, billing: bill, inventory: inv,
-			billingApplier: billingInbox.Bind(bill.HandleSQL), inventoryApplier: inventoryInbox.Bind(inv.HandleSQL),
+			billingApplier: billingInbox.Bind(bill.Handle), inventoryApplier: inventoryInbox.Bind(inv.Handle),
 			sqlite: true, close: closeAll,
 		}, nil
 	}()
@@ -127,18 +128,21 @@ func openPostgres(ctx context.Context, url, prefix string, log *slog.Logger) (*b
 			return nil, err
 		}
 		ordersSchema, billingSchema, inventorySchema := prefix+"_orders", prefix+"_billing", prefix+"_inventory"
+		// The services run on database/sql over the pool (pgx's stdlib
+		// driver), as on SQLite; the outboxes enqueue through SQL().
+		db := stdlib.OpenDBFromPool(pool)
 		ordersOutbox, err1 := pgstore.New(pool, pgstore.Config{Schema: ordersSchema, Logger: log})
 		inventoryOutbox, err2 := pgstore.New(pool, pgstore.Config{Schema: inventorySchema, Logger: log})
-		svc, err3 := orderservice.New(orderservice.Config{Pool: pool, Outbox: ordersOutbox, Schema: ordersSchema, Topic: TopicOrders, Logger: log})
-		bill, err4 := billing.New(pool, billing.Config{Schema: billingSchema, Logger: log})
-		inv, err := inventory.New(pool, inventory.Config{Schema: inventorySchema, Outbox: inventoryOutbox, Topic: TopicInventory,
-			Stock: demoStock(), Logger: log})
-		if err != nil {
+		billingInbox, err3 := inbox.New(pool, inbox.Config{Schema: billingSchema, Logger: log})
+		inventoryInbox, err4 := inbox.New(pool, inbox.Config{Schema: inventorySchema, Logger: log})
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
 			return nil, err
 		}
-		billingInbox, err5 := inbox.New(pool, inbox.Config{Schema: billingSchema, Logger: log})
-		inventoryInbox, err6 := inbox.New(pool, inbox.Config{Schema: inventorySchema, Logger: log})
-		if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		svc, err5 := orderservice.New(db, ordersOutbox.SQL(), orderservice.Config{Schema: ordersSchema, Topic: TopicOrders, Logger: log})
+		bill, err6 := billing.New(db, billing.Config{Schema: billingSchema, Logger: log})
+		inv, err7 := inventory.New(db, inventoryOutbox.SQL(), inventory.Config{Schema: inventorySchema, Topic: TopicInventory,
+			Stock: demoStock(), Logger: log})
+		if err := errors.Join(err5, err6, err7); err != nil {
 			return nil, err
 		}
 		if err := migrate(ctx, ordersOutbox.Migrate, inventoryOutbox.Migrate, svc.Migrate, bill.Migrate, inv.Migrate,
@@ -149,8 +153,8 @@ func openPostgres(ctx context.Context, url, prefix string, log *slog.Logger) (*b
 			name:         fmt.Sprintf("PostgreSQL (schemas %s, %s, %s)", ordersSchema, billingSchema, inventorySchema),
 			ordersOutbox: ordersOutbox, inventoryOutbox: inventoryOutbox,
 			orders: svc, billing: bill, inventory: inv,
-			billingApplier: billingInbox.Bind(bill.Handle), inventoryApplier: inventoryInbox.Bind(inv.Handle),
-			close: pool.Close,
+			billingApplier: billingInbox.SQL().Bind(bill.Handle), inventoryApplier: inventoryInbox.SQL().Bind(inv.Handle),
+			close: func() { db.Close(); pool.Close() },
 		}, nil
 	}()
 	if err != nil {

@@ -2,17 +2,21 @@
 // (consumer group "billing"): one invoice per order, however often its
 // OrderPlaced arrives, and a credit note when a paid order is cancelled.
 //
-// [Billing.Handle] is an [inbox.HandlerFunc]: run it through the inbox
-// (the consumer runner does), which records the event id in the same
-// transaction as the invoice, so a redelivered event changes nothing. The
-// invoices table's unique order id backs that up for an OrderPlaced that
-// was published twice under different ids.
+// [Billing.Handle] is an [inbox.SQLHandlerFunc], the same on PostgreSQL
+// and SQLite: run it through the inbox (the consumer runner does), which
+// records the event id in the same transaction as the invoice, so a
+// redelivered event changes nothing. The invoices table's unique order id
+// backs that up for an OrderPlaced that was published twice under
+// different ids. What differs between the databases is in the SQL files
+// only: sql/ for PostgreSQL, sql/sqlite/ for SQLite.
 //
-//	b, err := billing.New(pool, billing.Config{})
+//	inb, err := inbox.New(pool, inbox.Config{})
+//	...
+//	b, err := billing.New(inb.SQL().DB(), billing.Config{})
 //	...
 //	err = b.Migrate(ctx) // the billing tables, if missing
 //	r, err := consumer.New(consumer.Config{Group: billing.Group, Topics: []string{"orders"},
-//		Inbox: inb, Handler: b.Handle, ...})
+//		Applier: inb.SQL().Bind(b.Handle), ...})
 package billing
 
 import (
@@ -25,12 +29,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
-	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
+	"github.com/outbox-dev/outbox/examples/orders/internal/sqlfiles"
 	"github.com/outbox-dev/outbox/inbox"
 )
 
@@ -76,9 +78,10 @@ type Config struct {
 
 // Billing applies order events to invoices. It is safe for concurrent use.
 type Billing struct {
-	db  txdb.DB
-	cfg Config
-	q   struct{ schema, insertInvoice, lockInvoice, getInvoice, updateInvoice, insertCreditNote, getCreditNote string }
+	db      *sql.DB
+	dialect sqlfiles.Dialect
+	cfg     Config
+	q       struct{ schema, insertInvoice, lockInvoice, getInvoice, updateInvoice, insertCreditNote, getCreditNote string }
 }
 
 // Invoice is an order's invoice.
@@ -117,28 +120,27 @@ type CreditNote struct {
 //go:embed sql
 var sqlFiles embed.FS
 
-// New returns billing on the PostgreSQL database pool; run [Billing.Handle]
-// through the PostgreSQL inbox. It does not touch the database; call
-// [Billing.Migrate] to create the tables.
-func New(pool *pgxpool.Pool, cfg Config) (*Billing, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: pool is nil", ErrInvalidConfig)
-	}
-	return newBilling(txdb.Postgres(pool), cfg)
+// New returns billing on PostgreSQL: db is the database of its tables and
+// its inbox, opened with pgx's stdlib driver (the inbox's SQL().DB(), or
+// stdlib.OpenDBFromPool(pool)); run [Billing.Handle] through the inbox's
+// SQL() face. It does not touch the database; call [Billing.Migrate] to
+// create the tables.
+func New(db *sql.DB, cfg Config) (*Billing, error) {
+	return newBilling(db, sqlfiles.PostgreSQL, cfg)
 }
 
 // NewSQLite returns billing on the SQLite database db (from
-// sqlitestore.Open), which also holds its inbox; run [Billing.HandleSQL]
-// through the SQLite inbox. It does not touch the database; call
-// [Billing.Migrate] to create the tables.
+// sqlitestore.Open), which also holds its inbox; run [Billing.Handle]
+// through the SQLite inbox. Config.Schema is not used. It does not touch
+// the database; call [Billing.Migrate] to create the tables.
 func NewSQLite(db *sql.DB, cfg Config) (*Billing, error) {
+	return newBilling(db, sqlfiles.SQLite, cfg)
+}
+
+func newBilling(db *sql.DB, d sqlfiles.Dialect, cfg Config) (*Billing, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalidConfig)
 	}
-	return newBilling(txdb.SQLiteDB(db), cfg)
-}
-
-func newBilling(db txdb.DB, cfg Config) (*Billing, error) {
 	if cfg.Schema == "" {
 		cfg.Schema = DefaultSchema
 	}
@@ -148,8 +150,8 @@ func newBilling(db txdb.DB, cfg Config) (*Billing, error) {
 	if err := pgschema.Check(cfg.Schema); err != nil {
 		return nil, fmt.Errorf("%w: Schema: %v", ErrInvalidConfig, err)
 	}
-	b := &Billing{db: db, cfg: cfg}
-	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
+	b := &Billing{db: db, dialect: d, cfg: cfg}
+	err := sqlfiles.Load(sqlFiles, d, cfg.Schema, map[*string]string{
 		&b.q.schema: "schema.sql", &b.q.insertInvoice: "insert_invoice.sql", &b.q.lockInvoice: "lock_invoice.sql",
 		&b.q.getInvoice: "get_invoice.sql", &b.q.updateInvoice: "update_invoice.sql",
 		&b.q.insertCreditNote: "insert_credit_note.sql", &b.q.getCreditNote: "get_credit_note.sql",
@@ -166,13 +168,14 @@ func (b *Billing) Schema() string { return b.cfg.Schema }
 // Migrate creates billing's schema and tables if they are missing. It is
 // idempotent and safe when several instances start at once.
 func (b *Billing) Migrate(ctx context.Context) error {
-	if err := txdb.Migrate(ctx, b.db, "billing", b.cfg.Schema, b.q.schema); err != nil {
+	if err := sqlfiles.Migrate(ctx, b.db, b.dialect, "billing", b.cfg.Schema, b.q.schema); err != nil {
 		return fmt.Errorf("billing: migrate: %w", err)
 	}
 	return nil
 }
 
-// Handle applies one delivered event in tx, the inbox's transaction:
+// Handle applies one delivered event in tx, the inbox's transaction (an
+// [inbox.SQLHandlerFunc], on PostgreSQL and SQLite alike):
 //
 //   - OrderPlaced (v1 or v2): an OPEN invoice for the order, unless it has one.
 //   - OrderPaid: the invoice becomes PAID.
@@ -184,19 +187,7 @@ func (b *Billing) Migrate(ctx context.Context) error {
 // Other event types are skipped. An unknown version or a broken payload
 // gives an error wrapping inbox.ErrPermanent (park it); an event that
 // comes before the one it follows gives one wrapping [ErrOutOfOrder].
-//
-// Handle is for billing on PostgreSQL ([New]); on SQLite use [Billing.HandleSQL].
-func (b *Billing) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
-	return b.handle(ctx, txdb.Pgx(tx), msg)
-}
-
-// HandleSQL is [Billing.Handle] for billing on SQLite ([NewSQLite]), in the
-// SQLite inbox's transaction: an inbox.SQLHandlerFunc.
-func (b *Billing) HandleSQL(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
-	return b.handle(ctx, txdb.SQL(tx), msg)
-}
-
-func (b *Billing) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message) error {
+func (b *Billing) Handle(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
 	ev, err := events.Decode(msg)
 	if errors.Is(err, events.ErrUnknownEventType) {
 		b.cfg.Logger.Debug("billing: skipping an event type it does not use", slog.String("event_type", msg.EventType),
@@ -238,12 +229,16 @@ func (b *Billing) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message) err
 }
 
 // invoice creates the order's invoice unless it has one.
-func (b *Billing) invoice(ctx context.Context, tx txdb.Tx, log *slog.Logger, eventID uuid.UUID, e events.OrderPlaced) error {
+func (b *Billing) invoice(ctx context.Context, tx *sql.Tx, log *slog.Logger, eventID uuid.UUID, e events.OrderPlaced) error {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("billing: new invoice id: %w", err)
 	}
-	n, err := tx.Exec(ctx, b.q.insertInvoice, id, e.OrderID, e.CustomerID, e.Total.AmountMinor, e.Total.Currency, e.Version, eventID)
+	res, err := tx.ExecContext(ctx, b.q.insertInvoice, id, e.OrderID, e.CustomerID, e.Total.AmountMinor, e.Total.Currency, e.Version, eventID)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
 	if err != nil {
 		return fmt.Errorf("billing: insert invoice of order %s: %w", e.OrderID, err)
 	}
@@ -258,10 +253,10 @@ func (b *Billing) invoice(ctx context.Context, tx txdb.Tx, log *slog.Logger, eve
 
 // apply changes the order's invoice with change, if the event's version is
 // above the invoice's, and writes the credit note change returns, if any.
-func (b *Billing) apply(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, orderID string, version int64,
+func (b *Billing) apply(ctx context.Context, tx *sql.Tx, log *slog.Logger, msg inbox.Message, orderID string, version int64,
 	change func(*Invoice) (*CreditNote, error)) error {
-	inv, err := scanInvoice(tx.QueryRow(ctx, b.q.lockInvoice, orderID))
-	if errors.Is(err, txdb.ErrNoRows) {
+	inv, err := scanInvoice(tx.QueryRowContext(ctx, b.q.lockInvoice, orderID))
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %s (version %d) of order %s, which has no invoice yet", ErrOutOfOrder, msg.EventType, version, orderID)
 	}
 	if err != nil {
@@ -276,18 +271,15 @@ func (b *Billing) apply(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg i
 	if err != nil {
 		return err
 	}
-	var paidAt *time.Time
-	if !inv.PaidAt.IsZero() {
-		paidAt = &inv.PaidAt
-	}
-	if _, err := tx.Exec(ctx, b.q.updateInvoice, inv.ID, inv.Status, version, paidAt); err != nil {
+	paidAt := sql.NullTime{Time: inv.PaidAt.UTC(), Valid: !inv.PaidAt.IsZero()} // NULL keeps it
+	if _, err := tx.ExecContext(ctx, b.q.updateInvoice, inv.ID, inv.Status, version, paidAt); err != nil {
 		return fmt.Errorf("billing: update invoice of order %s: %w", orderID, err)
 	}
 	log.Info("billing: invoice "+inv.Status, slog.String("invoice_id", inv.ID.String()), slog.Int64("version", version))
 	if note == nil {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, b.q.insertCreditNote, note.ID, note.OrderID, note.InvoiceID, note.AmountMinor, note.Currency, note.EventID); err != nil {
+	if _, err := tx.ExecContext(ctx, b.q.insertCreditNote, note.ID, note.OrderID, note.InvoiceID, note.AmountMinor, note.Currency, note.EventID); err != nil {
 		return fmt.Errorf("billing: insert credit note of order %s: %w", orderID, err)
 	}
 	log.Info("billing: credit note issued", slog.String("credit_note_id", note.ID.String()),
@@ -297,8 +289,8 @@ func (b *Billing) apply(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg i
 
 // Invoice returns the order's invoice, or an error wrapping [ErrNotFound].
 func (b *Billing) Invoice(ctx context.Context, orderID string) (Invoice, error) {
-	inv, err := scanInvoice(b.db.QueryRow(ctx, b.q.getInvoice, orderID))
-	if errors.Is(err, txdb.ErrNoRows) {
+	inv, err := scanInvoice(b.db.QueryRowContext(ctx, b.q.getInvoice, orderID))
+	if errors.Is(err, sql.ErrNoRows) {
 		return Invoice{}, fmt.Errorf("%w: no invoice for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -311,8 +303,8 @@ func (b *Billing) Invoice(ctx context.Context, orderID string) (Invoice, error) 
 // [ErrNotFound].
 func (b *Billing) CreditNote(ctx context.Context, orderID string) (CreditNote, error) {
 	var n CreditNote
-	err := b.db.QueryRow(ctx, b.q.getCreditNote, orderID).Scan(&n.ID, &n.OrderID, &n.InvoiceID, &n.AmountMinor, &n.Currency, &n.EventID, &n.CreatedAt)
-	if errors.Is(err, txdb.ErrNoRows) {
+	err := b.db.QueryRowContext(ctx, b.q.getCreditNote, orderID).Scan(&n.ID, &n.OrderID, &n.InvoiceID, &n.AmountMinor, &n.Currency, &n.EventID, &n.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
 		return CreditNote{}, fmt.Errorf("%w: no credit note for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -321,17 +313,15 @@ func (b *Billing) CreditNote(ctx context.Context, orderID string) (CreditNote, e
 	return n, nil
 }
 
-func scanInvoice(row txdb.Row) (Invoice, error) {
+func scanInvoice(row *sql.Row) (Invoice, error) {
 	var (
 		inv    Invoice
-		paidAt *time.Time
+		paidAt sql.NullTime
 	)
 	if err := row.Scan(&inv.ID, &inv.OrderID, &inv.CustomerID, &inv.AmountMinor, &inv.Currency, &inv.Status,
 		&inv.OrderVersion, &inv.EventID, &inv.CreatedAt, &paidAt); err != nil {
 		return Invoice{}, err
 	}
-	if paidAt != nil {
-		inv.PaidAt = *paidAt
-	}
+	inv.PaidAt = paidAt.Time // zero when NULL
 	return inv, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-dev/outbox/examples/orders/billing"
 	"github.com/outbox-dev/outbox/examples/orders/events"
@@ -26,11 +27,11 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	quiet := slog.New(slog.DiscardHandler)
-	b, err := billing.New(pool, billing.Config{Schema: schema, Logger: quiet})
+	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
+	b, err := billing.New(inb.SQL().DB(), billing.Config{Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func testCtx(t *testing.T) context.Context {
 // deliver hands msg to billing through the inbox, as the consumer does.
 func (b *bundle) deliver(t *testing.T, msg inbox.Message) (inbox.Result, error) {
 	t.Helper()
-	return b.inbox.Handle(testCtx(t), billing.Group, msg, b.billing.Handle)
+	return b.inbox.SQL().Handle(testCtx(t), billing.Group, msg, b.billing.Handle)
 }
 
 // event returns e as delivered on the orders topic, with a fresh event id.
@@ -260,7 +261,7 @@ func TestBilling_SkipsEventsItDoesNotUse(t *testing.T) {
 func TestNew_RejectsABadSchema(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Schema(t)
-	if _, err := billing.New(pool, billing.Config{Schema: "Billing"}); !errors.Is(err, billing.ErrInvalidConfig) {
+	if _, err := billing.New(stdlib.OpenDBFromPool(pool), billing.Config{Schema: "Billing"}); !errors.Is(err, billing.ErrInvalidConfig) {
 		t.Errorf("New with schema Billing: %v; want ErrInvalidConfig", err)
 	}
 }

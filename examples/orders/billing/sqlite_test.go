@@ -35,7 +35,7 @@ func setupSQLite(t *testing.T) (*billing.Billing, *sql.DB) {
 	return b, db
 }
 
-// applySQL runs HandleSQL in a write transaction of its own, as the SQLite
+// applySQL runs Handle in a write transaction of its own, as the SQLite
 // inbox does, and commits unless it fails.
 func applySQL(t *testing.T, b *billing.Billing, db *sql.DB, msg inbox.Message) error {
 	t.Helper()
@@ -43,7 +43,7 @@ func applySQL(t *testing.T, b *billing.Billing, db *sql.DB, msg inbox.Message) e
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.HandleSQL(testCtx(t), tx, msg); err != nil {
+	if err := b.Handle(testCtx(t), tx, msg); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -36,11 +36,11 @@ func TestBilling_ThroughRelayAndRunner_AcceptsV1AndV2AndParksAnUnknownVersion(t 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := billing.New(pool, billing.Config{Schema: schema, Logger: quiet})
+	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
+	b, err := billing.New(inb.SQL().DB(), billing.Config{Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestBilling_ThroughRelayAndRunner_AcceptsV1AndV2AndParksAnUnknownVersion(t 
 	}
 	defer rl.Stop(context.Background())
 	runner, err := consumer.New(consumer.Config{Brokers: brk.Addrs(), Group: billing.Group, Topics: []string{events.TopicOrders},
-		Inbox: inb, Handler: b.Handle, Logger: quiet})
+		Applier: inb.SQL().Bind(b.Handle), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

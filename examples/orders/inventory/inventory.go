@@ -13,8 +13,20 @@
 // and a release StockReleased. These events have aggregate Reservation
 // (key: the order id) and go to Config.Topic ("inventory").
 //
-// [Inventory.Handle] is an [inbox.HandlerFunc]; run it through the inbox
-// (the consumer runner does).
+// [Inventory.Handle] is an [inbox.SQLHandlerFunc], the same on PostgreSQL
+// and SQLite; run it through the inbox (the consumer runner does). It
+// enqueues its events with an outbox.Enqueuer[*sql.Tx] (the PostgreSQL
+// store's SQL(), or a *sqlitestore.Store) in the inbox's transaction. What
+// differs between the databases is in the SQL files only: sql/ for
+// PostgreSQL, sql/sqlite/ for SQLite.
+//
+//	inb, err := inbox.New(pool, inbox.Config{})
+//	...
+//	inv, err := inventory.New(inb.SQL().DB(), store.SQL(), inventory.Config{})
+//	...
+//	err = inv.Migrate(ctx) // the inventory tables and their stock, if missing
+//	r, err := consumer.New(consumer.Config{Group: inventory.Group, Topics: []string{"orders"},
+//		Applier: inb.SQL().Bind(inv.Handle), ...})
 package inventory
 
 import (
@@ -25,21 +37,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
-	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
+	"github.com/outbox-dev/outbox/examples/orders/internal/sqlfiles"
 	"github.com/outbox-dev/outbox/inbox"
-	"github.com/outbox-dev/outbox/store/pgstore"
-	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
 
 const (
@@ -79,11 +85,6 @@ type Config struct {
 	// "inventory". On SQLite the tables are the database file's own, and
 	// Schema is not used.
 	Schema string
-	// Outbox is the inventory's outbox on PostgreSQL: StockReserved,
-	// StockRejected and StockReleased are enqueued to it in the handler's
-	// transaction, so it must be in the same database. Required by [New];
-	// must be nil for [NewSQLite], which takes a SQLite outbox.
-	Outbox *pgstore.Store
 	// Topic is the topic of the inventory's events. Defaults to
 	// events.TopicInventory ("inventory").
 	Topic string
@@ -97,8 +98,11 @@ type Config struct {
 
 // Inventory applies order events to stock. It is safe for concurrent use.
 type Inventory struct {
-	db     txdb.DB
-	outbox txdb.Outbox
+	db      *sql.DB
+	dialect sqlfiles.Dialect
+	// outbox enqueues StockReserved, StockRejected and StockReleased in the
+	// handler's transaction.
+	outbox outbox.Enqueuer[*sql.Tx]
 	cfg    Config
 	q      struct {
 		schema, seed, claim, lockStock, moveStock, lockReservation, getReservation, updateReservation, getStock string
@@ -125,38 +129,33 @@ type Reservation struct {
 //go:embed sql
 var sqlFiles embed.FS
 
-// New returns the inventory on the PostgreSQL database pool, with its
-// outbox Config.Outbox; run [Inventory.Handle] through the PostgreSQL
-// inbox. It does not touch the database; call [Inventory.Migrate] to create
-// and seed the tables.
-func New(pool *pgxpool.Pool, cfg Config) (*Inventory, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: pool is nil", ErrInvalidConfig)
-	}
-	if cfg.Outbox == nil {
-		return nil, fmt.Errorf("%w: Outbox is required", ErrInvalidConfig)
-	}
-	return newInventory(txdb.Postgres(pool), txdb.PgOutbox(cfg.Outbox), cfg)
+// New returns the inventory on PostgreSQL: db is the database of its
+// tables, its inbox and its outbox ob, opened with pgx's stdlib driver (the
+// inbox's SQL().DB(), or stdlib.OpenDBFromPool(pool)); ob is the outbox
+// store's SQL(). Run [Inventory.Handle] through the inbox's SQL() face. It
+// does not touch the database; call [Inventory.Migrate] to create and seed
+// the tables.
+func New(db *sql.DB, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Inventory, error) {
+	return newInventory(db, sqlfiles.PostgreSQL, ob, cfg)
 }
 
 // NewSQLite returns the inventory on the SQLite database db (from
-// sqlitestore.Open), which also holds its inbox and its outbox ob; run
-// [Inventory.HandleSQL] through the SQLite inbox. Config.Outbox must be
-// nil. It does not touch the database; call [Inventory.Migrate] to create
-// and seed the tables (and ob.Migrate for the outbox's).
-func NewSQLite(db *sql.DB, ob *sqlitestore.Store, cfg Config) (*Inventory, error) {
+// sqlitestore.Open), which also holds its inbox and its outbox ob, a
+// *sqlitestore.Store on db; run [Inventory.Handle] through the SQLite
+// inbox. Config.Schema is not used. It does not touch the database; call
+// [Inventory.Migrate] to create and seed the tables (and ob's Migrate for
+// the outbox's).
+func NewSQLite(db *sql.DB, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Inventory, error) {
+	return newInventory(db, sqlfiles.SQLite, ob, cfg)
+}
+
+func newInventory(db *sql.DB, d sqlfiles.Dialect, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Inventory, error) {
 	switch {
 	case db == nil:
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalidConfig)
 	case ob == nil:
-		return nil, fmt.Errorf("%w: the SQLite outbox is required", ErrInvalidConfig)
-	case cfg.Outbox != nil:
-		return nil, fmt.Errorf("%w: Outbox must be nil for NewSQLite (it takes the SQLite outbox)", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the outbox is required", ErrInvalidConfig)
 	}
-	return newInventory(txdb.SQLiteDB(db), txdb.SQLiteOutbox(ob), cfg)
-}
-
-func newInventory(db txdb.DB, ob txdb.Outbox, cfg Config) (*Inventory, error) {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}
@@ -183,8 +182,8 @@ func newInventory(db txdb.DB, ob txdb.Outbox, cfg Config) (*Inventory, error) {
 			return nil, bad("Stock", "%q: %d must be a SKU of 1-64 letters, digits, '.', '_' or '-' and a quantity of 0 or more", sku, n)
 		}
 	}
-	inv := &Inventory{db: db, outbox: ob, cfg: cfg}
-	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
+	inv := &Inventory{db: db, dialect: d, outbox: ob, cfg: cfg}
+	err := sqlfiles.Load(sqlFiles, d, cfg.Schema, map[*string]string{
 		&inv.q.schema: "schema.sql", &inv.q.seed: "seed_stock.sql", &inv.q.claim: "claim_reservation.sql",
 		&inv.q.lockStock: "lock_stock.sql", &inv.q.moveStock: "move_stock.sql",
 		&inv.q.lockReservation: "lock_reservation.sql", &inv.q.getReservation: "get_reservation.sql",
@@ -203,21 +202,21 @@ func (inv *Inventory) Schema() string { return inv.cfg.Schema }
 // and gives the SKUs of Config.Stock that have no stock row theirs. It is
 // idempotent and safe when several instances start at once.
 func (inv *Inventory) Migrate(ctx context.Context) error {
-	if err := txdb.Migrate(ctx, inv.db, "inventory", inv.cfg.Schema, inv.q.schema); err != nil {
+	if err := sqlfiles.Migrate(ctx, inv.db, inv.dialect, "inventory", inv.cfg.Schema, inv.q.schema); err != nil {
 		return fmt.Errorf("inventory: migrate: %w", err)
 	}
-	skus := slices.Sorted(maps.Keys(inv.cfg.Stock))
-	units := make([]int64, len(skus))
-	for i, s := range skus {
-		units[i] = inv.cfg.Stock[s]
+	stock, err := json.Marshal(inv.cfg.Stock) // {"BOOK-1": 100, ...}
+	if err != nil {
+		return fmt.Errorf("inventory: encode stock: %w", err)
 	}
-	if _, err := inv.db.Exec(ctx, inv.q.seed, skus, units); err != nil {
+	if _, err := inv.db.ExecContext(ctx, inv.q.seed, string(stock)); err != nil {
 		return fmt.Errorf("inventory: seed stock: %w", err)
 	}
 	return nil
 }
 
-// Handle applies one delivered event in tx, the inbox's transaction:
+// Handle applies one delivered event in tx, the inbox's transaction (an
+// [inbox.SQLHandlerFunc], on PostgreSQL and SQLite alike):
 //
 //   - OrderPlaced (v1 or v2): reserves all of the order's items, or none
 //     and publishes StockRejected naming the unknown SKUs and those short
@@ -228,21 +227,7 @@ func (inv *Inventory) Migrate(ctx context.Context) error {
 //
 // Other event types are skipped. An unknown version or a broken payload
 // gives an error wrapping inbox.ErrPermanent (park it).
-//
-// Handle is for the inventory on PostgreSQL ([New]); on SQLite use
-// [Inventory.HandleSQL].
-func (inv *Inventory) Handle(ctx context.Context, tx pgx.Tx, msg inbox.Message) error {
-	return inv.handle(ctx, txdb.Pgx(tx), msg)
-}
-
-// HandleSQL is [Inventory.Handle] for the inventory on SQLite
-// ([NewSQLite]), in the SQLite inbox's transaction: an
-// inbox.SQLHandlerFunc.
-func (inv *Inventory) HandleSQL(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
-	return inv.handle(ctx, txdb.SQL(tx), msg)
-}
-
-func (inv *Inventory) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message) error {
+func (inv *Inventory) Handle(ctx context.Context, tx *sql.Tx, msg inbox.Message) error {
 	ev, err := events.Decode(msg)
 	if errors.Is(err, events.ErrUnknownEventType) {
 		inv.cfg.Logger.Debug("inventory: skipping an event type it does not use", slog.String("event_type", msg.EventType),
@@ -264,16 +249,23 @@ func (inv *Inventory) handle(ctx context.Context, tx txdb.Tx, msg inbox.Message)
 	return nil
 }
 
-func (inv *Inventory) reserve(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, e events.OrderPlaced) error {
+func (inv *Inventory) reserve(ctx context.Context, tx *sql.Tx, log *slog.Logger, msg inbox.Message, e events.OrderPlaced) error {
 	if len(e.Items) == 0 {
 		log.Info("inventory: order has no items; nothing to reserve")
 		return nil
 	}
+	// The items as a JSON array, [{"sku": "BOOK-1", "quantity": 2}, ...]:
+	// the reservation keeps it, and the stock queries read it as rows
+	// (jsonb_to_recordset on PostgreSQL, json_each on SQLite).
 	itemsJSON, err := json.Marshal(e.Items)
 	if err != nil {
 		return fmt.Errorf("inventory: encode items: %w", err)
 	}
-	claimed, err := tx.Exec(ctx, inv.q.claim, e.OrderID, itemsJSON, msg.ID)
+	res, err := tx.ExecContext(ctx, inv.q.claim, e.OrderID, itemsJSON, msg.ID)
+	var claimed int64
+	if err == nil {
+		claimed, err = res.RowsAffected()
+	}
 	if err != nil {
 		return fmt.Errorf("inventory: insert reservation of order %s: %w", e.OrderID, err)
 	}
@@ -281,8 +273,7 @@ func (inv *Inventory) reserve(ctx context.Context, tx txdb.Tx, log *slog.Logger,
 		log.Info("inventory: order has a reservation already; OrderPlaced ignored")
 		return nil
 	}
-	skus, units := columns(e.Items)
-	available, err := inv.lockStock(ctx, tx, skus)
+	available, err := inv.lockStock(ctx, tx, itemsJSON)
 	if err != nil {
 		return fmt.Errorf("inventory: lock stock: %w", err)
 	}
@@ -302,22 +293,25 @@ func (inv *Inventory) reserve(ctx context.Context, tx txdb.Tx, log *slog.Logger,
 		if err != nil {
 			return fmt.Errorf("inventory: encode rejected lines: %w", err)
 		}
-		if _, err := tx.Exec(ctx, inv.q.updateReservation, e.OrderID, StatusRejected, rejectedJSON); err != nil {
+		if _, err := tx.ExecContext(ctx, inv.q.updateReservation, e.OrderID, StatusRejected, rejectedJSON); err != nil {
 			return fmt.Errorf("inventory: reject reservation of order %s: %w", e.OrderID, err)
 		}
 		log.Warn("inventory: stock rejected", slog.Any("lines", rejected))
 		return inv.publish(ctx, tx, msg, events.StockRejected{OrderID: e.OrderID, Lines: rejected, RejectedAt: now})
 	}
-	if _, err := tx.Exec(ctx, inv.q.moveStock, skus, units, -1, +1); err != nil {
+	if err := inv.moveStock(ctx, tx, itemsJSON, -1, +1); err != nil {
 		return fmt.Errorf("inventory: reserve stock of order %s: %w", e.OrderID, err)
 	}
 	log.Info("inventory: stock reserved", slog.Int("lines", len(e.Items)))
 	return inv.publish(ctx, tx, msg, events.StockReserved{OrderID: e.OrderID, Items: e.Items, ReservedAt: now})
 }
 
-// lockStock reads, and on PostgreSQL locks, the available units of skus.
-func (inv *Inventory) lockStock(ctx context.Context, tx txdb.Tx, skus []string) (map[string]int64, error) {
-	rows, err := tx.Query(ctx, inv.q.lockStock, skus)
+// lockStock reads, and on PostgreSQL locks, the available units of the
+// SKUs of items, a JSON array of events.Item.
+func (inv *Inventory) lockStock(ctx context.Context, tx *sql.Tx, items []byte) (map[string]int64, error) {
+	// A JSON argument is passed as text (a string): SQLite reads a BLOB
+	// given to its JSON functions as its binary JSONB format.
+	rows, err := tx.QueryContext(ctx, inv.q.lockStock, string(items))
 	if err != nil {
 		return nil, err
 	}
@@ -336,11 +330,19 @@ func (inv *Inventory) lockStock(ctx context.Context, tx txdb.Tx, skus []string) 
 	return available, rows.Err()
 }
 
+// moveStock moves the quantities of items, a JSON array of events.Item,
+// between available and reserved: reserve with signs (-1, +1), release
+// with (+1, -1), ship with (0, -1).
+func (inv *Inventory) moveStock(ctx context.Context, tx *sql.Tx, items []byte, availableSign, reservedSign int) error {
+	_, err := tx.ExecContext(ctx, inv.q.moveStock, string(items), availableSign, reservedSign) // JSON as text: see lockStock
+	return err
+}
+
 // settle releases (to StatusReleased) or ships (to StatusShipped) the
 // order's reservation, if it is RESERVED.
-func (inv *Inventory) settle(ctx context.Context, tx txdb.Tx, log *slog.Logger, msg inbox.Message, orderID, to string) error {
-	r, err := scanReservation(tx.QueryRow(ctx, inv.q.lockReservation, orderID))
-	if errors.Is(err, txdb.ErrNoRows) {
+func (inv *Inventory) settle(ctx context.Context, tx *sql.Tx, log *slog.Logger, msg inbox.Message, orderID, to string) error {
+	r, err := scanReservation(tx.QueryRowContext(ctx, inv.q.lockReservation, orderID))
+	if errors.Is(err, sql.ErrNoRows) {
 		log.Info("inventory: no reservation to settle", slog.String("event_type", msg.EventType))
 		return nil
 	}
@@ -351,15 +353,18 @@ func (inv *Inventory) settle(ctx context.Context, tx txdb.Tx, log *slog.Logger, 
 		log.Info("inventory: reservation is "+r.Status+"; nothing to settle", slog.String("event_type", msg.EventType))
 		return nil
 	}
-	skus, units := columns(r.Items)
+	itemsJSON, err := json.Marshal(r.Items)
+	if err != nil {
+		return fmt.Errorf("inventory: encode items: %w", err)
+	}
 	availableSign := 0 // shipped: the units leave the warehouse
 	if to == StatusReleased {
 		availableSign = +1
 	}
-	if _, err := tx.Exec(ctx, inv.q.moveStock, skus, units, availableSign, -1); err != nil {
+	if err := inv.moveStock(ctx, tx, itemsJSON, availableSign, -1); err != nil {
 		return fmt.Errorf("inventory: settle stock of order %s: %w", orderID, err)
 	}
-	if _, err := tx.Exec(ctx, inv.q.updateReservation, orderID, to, []byte("[]")); err != nil {
+	if _, err := tx.ExecContext(ctx, inv.q.updateReservation, orderID, to, []byte("[]")); err != nil {
 		return fmt.Errorf("inventory: settle reservation of order %s: %w", orderID, err)
 	}
 	log.Info("inventory: reservation " + to)
@@ -370,7 +375,7 @@ func (inv *Inventory) settle(ctx context.Context, tx txdb.Tx, log *slog.Logger, 
 }
 
 // publish enqueues e to the inventory's outbox in tx, caused by msg.
-func (inv *Inventory) publish(ctx context.Context, tx txdb.Tx, cause inbox.Message, e events.Event) error {
+func (inv *Inventory) publish(ctx context.Context, tx *sql.Tx, cause inbox.Message, e events.Event) error {
 	m, err := events.Message(e, inv.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
@@ -382,20 +387,11 @@ func (inv *Inventory) publish(ctx context.Context, tx txdb.Tx, cause inbox.Messa
 	return nil
 }
 
-// columns splits items into the arrays the stock queries take.
-func columns(items []events.Item) ([]string, []int64) {
-	skus, units := make([]string, len(items)), make([]int64, len(items))
-	for i, it := range items {
-		skus[i], units[i] = it.SKU, int64(it.Quantity)
-	}
-	return skus, units
-}
-
 // Reservation returns the order's reservation, or an error wrapping
 // [ErrNotFound].
 func (inv *Inventory) Reservation(ctx context.Context, orderID string) (Reservation, error) {
-	r, err := scanReservation(inv.db.QueryRow(ctx, inv.q.getReservation, orderID))
-	if errors.Is(err, txdb.ErrNoRows) {
+	r, err := scanReservation(inv.db.QueryRowContext(ctx, inv.q.getReservation, orderID))
+	if errors.Is(err, sql.ErrNoRows) {
 		return Reservation{}, fmt.Errorf("%w: no reservation for order %s", ErrNotFound, orderID)
 	}
 	if err != nil {
@@ -407,8 +403,8 @@ func (inv *Inventory) Reservation(ctx context.Context, orderID string) (Reservat
 // Stock returns the units of sku that are available and reserved, or an
 // error wrapping [ErrNotFound].
 func (inv *Inventory) Stock(ctx context.Context, sku string) (available, reserved int64, err error) {
-	err = inv.db.QueryRow(ctx, inv.q.getStock, sku).Scan(&available, &reserved)
-	if errors.Is(err, txdb.ErrNoRows) {
+	err = inv.db.QueryRowContext(ctx, inv.q.getStock, sku).Scan(&available, &reserved)
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, fmt.Errorf("%w: no SKU %q", ErrNotFound, sku)
 	}
 	if err != nil {
@@ -417,7 +413,7 @@ func (inv *Inventory) Stock(ctx context.Context, sku string) (available, reserve
 	return available, reserved, nil
 }
 
-func scanReservation(row txdb.Row) (Reservation, error) {
+func scanReservation(row *sql.Row) (Reservation, error) {
 	var (
 		r                       Reservation
 		itemsJSON, rejectedJSON []byte

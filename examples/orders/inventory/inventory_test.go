@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,7 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/eventtest"
 	"github.com/outbox-dev/outbox/examples/orders/inventory"
@@ -38,12 +41,12 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := inventory.New(pool, inventory.Config{Schema: schema, Outbox: st, Logger: quiet,
-		Stock: map[string]int64{"BOOK-1": 100, "MUG-1": 100, "LAMP-1": 5}})
+	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inb, err := inbox.New(pool, inbox.Config{Schema: schema, Logger: quiet})
+	inv, err := inventory.New(inb.SQL().DB(), st.SQL(), inventory.Config{Schema: schema, Logger: quiet,
+		Stock: map[string]int64{"BOOK-1": 100, "MUG-1": 100, "LAMP-1": 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,7 @@ func testCtx(t *testing.T) context.Context {
 
 func (b *bundle) deliver(t *testing.T, msg inbox.Message) (inbox.Result, error) {
 	t.Helper()
-	return b.inbox.Handle(testCtx(t), inventory.Group, msg, b.inventory.Handle)
+	return b.inbox.SQL().Handle(testCtx(t), inventory.Group, msg, b.inventory.Handle)
 }
 
 func (b *bundle) must(t *testing.T, msg inbox.Message) inbox.Result {
@@ -316,13 +319,18 @@ func TestNew_NamesTheBadField(t *testing.T) {
 	t.Parallel()
 	pool, schema := pgtest.Schema(t)
 	st, _ := pgstore.New(pool, pgstore.Config{Schema: schema})
-	for field, cfg := range map[string]inventory.Config{
-		"Outbox": {},
-		"Schema": {Outbox: st, Schema: "x y"},
-		"Topic":  {Outbox: st, Topic: "no spaces"},
-		"Stock":  {Outbox: st, Stock: map[string]int64{"A": -1}},
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	for field, c := range map[string]struct {
+		ob  outbox.Enqueuer[*sql.Tx]
+		cfg inventory.Config
+	}{
+		"outbox": {},
+		"Schema": {st.SQL(), inventory.Config{Schema: "x y"}},
+		"Topic":  {st.SQL(), inventory.Config{Topic: "no spaces"}},
+		"Stock":  {st.SQL(), inventory.Config{Stock: map[string]int64{"A": -1}}},
 	} {
-		if _, err := inventory.New(pool, cfg); !errors.Is(err, inventory.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if _, err := inventory.New(db, c.ob, c.cfg); !errors.Is(err, inventory.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming it", field, err)
 		}
 	}

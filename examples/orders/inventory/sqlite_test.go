@@ -48,14 +48,14 @@ func setupSQLite(t *testing.T) *sqliteBundle {
 	return &sqliteBundle{inv: inv, db: db}
 }
 
-// apply runs HandleSQL in a write transaction, as the SQLite inbox does.
+// apply runs Handle in a write transaction, as the SQLite inbox does.
 func (b *sqliteBundle) apply(t *testing.T, msg inbox.Message) {
 	t.Helper()
 	tx, err := b.db.BeginTx(testCtx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.inv.HandleSQL(testCtx(t), tx, msg); err != nil {
+	if err := b.inv.Handle(testCtx(t), tx, msg); err != nil {
 		_ = tx.Rollback()
 		t.Fatal(err)
 	}

@@ -20,7 +20,16 @@
 // safely: the retry returns the first order, with status 201 and the same
 // body, instead of placing a second one.
 //
-//	svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: store})
+// The service runs on database/sql with the same Go code on both
+// databases: PostgreSQL through pgx's stdlib driver, SQLite through
+// sqlitestore.Open. It holds an outbox.Enqueuer[*sql.Tx] (the PostgreSQL
+// store's SQL(), or a *sqlitestore.Store) and enqueues each event with
+// Enqueue(ctx, tx, msg) in the transaction of its change. What differs
+// between the databases is in the SQL files only: sql/ for PostgreSQL,
+// sql/sqlite/ for SQLite.
+//
+//	db := stdlib.OpenDBFromPool(pool)
+//	svc, err := orderservice.New(db, store.SQL(), orderservice.Config{})
 //	...
 //	err = svc.Migrate(ctx)            // the service's own tables, if missing
 //	srv := svc.HTTPServer()           // svc.Handler() with every connection's timeouts set

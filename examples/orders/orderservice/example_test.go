@@ -5,6 +5,7 @@ import (
 	"log"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-dev/outbox/examples/orders/orderservice"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -20,7 +21,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: outbox})
+	// database/sql on the pool, through pgx's stdlib driver; the service
+	// enqueues with outbox.SQL(), an outbox.Enqueuer[*sql.Tx].
+	db := stdlib.OpenDBFromPool(pool)
+	svc, err := orderservice.New(db, outbox.SQL(), orderservice.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package orderservice_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outbox-dev/outbox/examples/orders/orderservice"
 	"github.com/outbox-dev/outbox/internal/pgtest"
@@ -38,11 +40,11 @@ func setup(t *testing.T, edit ...func(*orderservice.Config)) *bundle {
 	if err := st.Migrate(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg := orderservice.Config{Pool: pool, Outbox: st, Schema: schema, Logger: slog.New(slog.DiscardHandler)}
+	cfg := orderservice.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)}
 	for _, e := range edit {
 		e(&cfg)
 	}
-	svc, err := orderservice.New(cfg)
+	svc, err := orderservice.New(sqlDB(t, pool), st.SQL(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +54,15 @@ func setup(t *testing.T, edit ...func(*orderservice.Config)) *bundle {
 	srv := httptest.NewServer(svc.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{pool: pool, schema: schema, svc: svc, server: srv}
+}
+
+// sqlDB is database/sql on pool, through pgx's stdlib driver, closed when
+// the test ends.
+func sqlDB(t *testing.T, pool *pgxpool.Pool) *sql.DB {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -12,15 +12,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/events"
 	"github.com/outbox-dev/outbox/examples/orders/internal/pgschema"
-	"github.com/outbox-dev/outbox/examples/orders/internal/txdb"
+	"github.com/outbox-dev/outbox/examples/orders/internal/sqlfiles"
 	"github.com/outbox-dev/outbox/examples/orders/money"
-	"github.com/outbox-dev/outbox/store/pgstore"
-	"github.com/outbox-dev/outbox/store/sqlitestore"
 )
 
 // Defaults of [Config].
@@ -137,13 +134,6 @@ type Order struct {
 
 // Config configures a [Service].
 type Config struct {
-	// Pool is the PostgreSQL database of the orders. Required by [New];
-	// must be nil for [NewSQLite].
-	Pool *pgxpool.Pool
-	// Outbox is the store the order events are enqueued to, in the
-	// transaction of the order's change. Required by [New]; must be nil
-	// for [NewSQLite].
-	Outbox *pgstore.Store
 	// Schema holds the service's tables (orders, idempotency_keys) on
 	// PostgreSQL. It must match ^[a-z_][a-z0-9_]{0,62}$. Defaults to
 	// "orders". On SQLite the tables are the database file's own, and
@@ -183,17 +173,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate(sqlite bool) error {
+func (c Config) validate() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case !sqlite && c.Pool == nil:
-		return bad("Pool", "is required")
-	case !sqlite && c.Outbox == nil:
-		return bad("Outbox", "is required")
-	case sqlite && (c.Pool != nil || c.Outbox != nil):
-		return bad("Pool/Outbox", "must be nil for NewSQLite (it takes the SQLite database and outbox)")
 	case c.PlacedVersion != 1 && c.PlacedVersion != 2:
 		return bad("PlacedVersion", "must be 1 or 2, not %d", c.PlacedVersion)
 	case c.MaxBodyBytes < 0:
@@ -210,9 +194,12 @@ func (c Config) validate(sqlite bool) error {
 
 // Service is the order service. It is safe for concurrent use.
 type Service struct {
-	cfg    Config
-	db     txdb.DB
-	outbox txdb.Outbox
+	cfg     Config
+	db      *sql.DB
+	dialect sqlfiles.Dialect
+	// outbox enqueues the order events in the transaction of the order's
+	// change: the PostgreSQL store's SQL() or a *sqlitestore.Store.
+	outbox outbox.Enqueuer[*sql.Tx]
 	q      queries
 }
 
@@ -226,40 +213,37 @@ type queries struct {
 //go:embed sql
 var sqlFiles embed.FS
 
-// New returns the service on PostgreSQL (Config.Pool and Config.Outbox).
-// It does not touch the database; call [Service.Migrate] to create its
-// tables.
-func New(cfg Config) (*Service, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(false); err != nil {
-		return nil, err
-	}
-	return newService(cfg, txdb.Postgres(cfg.Pool), txdb.PgOutbox(cfg.Outbox))
+// New returns the service on PostgreSQL: db is the database of the orders,
+// opened with pgx's stdlib driver (stdlib.OpenDBFromPool(pool), or
+// sql.Open("pgx", url)), and ob the outbox in the same database that the
+// order events are enqueued to, pgstore.Store.SQL(). It does not touch the
+// database; call [Service.Migrate] to create its tables.
+func New(db *sql.DB, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Service, error) {
+	return newService(db, sqlfiles.PostgreSQL, ob, cfg)
 }
 
 // NewSQLite returns the service on a SQLite database: db, from
-// sqlitestore.Open, holds the service's tables and outbox, the store of
-// its events on the same db. Config.Pool and Config.Outbox must be nil;
-// Config.Schema is not used. It does not touch the database; call
-// [Service.Migrate] to create its tables (and outbox.Migrate for the
-// outbox's).
-func NewSQLite(db *sql.DB, outbox *sqlitestore.Store, cfg Config) (*Service, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(true); err != nil {
-		return nil, err
-	}
+// sqlitestore.Open, holds the service's tables and its outbox ob, a
+// *sqlitestore.Store on the same db. Config.Schema is not used. It does not
+// touch the database; call [Service.Migrate] to create its tables (and
+// ob's Migrate for the outbox's).
+func NewSQLite(db *sql.DB, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Service, error) {
+	return newService(db, sqlfiles.SQLite, ob, cfg)
+}
+
+func newService(db *sql.DB, d sqlfiles.Dialect, ob outbox.Enqueuer[*sql.Tx], cfg Config) (*Service, error) {
 	switch {
 	case db == nil:
 		return nil, fmt.Errorf("%w: db is required", ErrInvalidConfig)
-	case outbox == nil:
-		return nil, fmt.Errorf("%w: outbox is required", ErrInvalidConfig)
+	case ob == nil:
+		return nil, fmt.Errorf("%w: the outbox is required", ErrInvalidConfig)
 	}
-	return newService(cfg, txdb.SQLiteDB(db), txdb.SQLiteOutbox(outbox))
-}
-
-func newService(cfg Config, db txdb.DB, ob txdb.Outbox) (*Service, error) {
-	s := &Service{cfg: cfg, db: db, outbox: ob}
-	err := txdb.Load(sqlFiles, db.Dialect(), cfg.Schema, map[*string]string{
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, db: db, dialect: d, outbox: ob}
+	err := sqlfiles.Load(sqlFiles, d, cfg.Schema, map[*string]string{
 		&s.q.schema: "schema.sql", &s.q.claimKey: "claim_idempotency_key.sql",
 		&s.q.getKey: "get_idempotency_key.sql", &s.q.insertOrder: "insert_order.sql",
 		&s.q.getOrder: "get_order.sql", &s.q.lockOrder: "lock_order.sql",
@@ -279,7 +263,7 @@ func (s *Service) Schema() string { return s.cfg.Schema }
 // tables are the outbox's: pgstore.Store.Migrate or 'outbox migrate', or
 // sqlitestore.Store.Migrate.)
 func (s *Service) Migrate(ctx context.Context) error {
-	if err := txdb.Migrate(ctx, s.db, "orderservice", s.cfg.Schema, s.q.schema); err != nil {
+	if err := sqlfiles.Migrate(ctx, s.db, s.dialect, "orderservice", s.cfg.Schema, s.q.schema); err != nil {
 		return fmt.Errorf("orderservice: migrate: %w", err)
 	}
 	return nil
@@ -330,7 +314,7 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 		return Order{}, false, fmt.Errorf("orderservice: encode items: %w", err)
 	}
 
-	err = s.db.InTx(ctx, func(tx txdb.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if idempotencyKey != "" {
 			first, found, err := s.claimIdempotencyKey(ctx, tx, idempotencyKey, req, amountMinor, order)
 			if err != nil || found {
@@ -338,7 +322,7 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, s.q.insertOrder, order.ID, order.CustomerID, order.AmountMinor, order.Currency,
+		if _, err := tx.ExecContext(ctx, s.q.insertOrder, order.ID, order.CustomerID, order.AmountMinor, order.Currency,
 			itemsJSON, order.Status, order.Version, order.CreatedAt, order.UpdatedAt); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
@@ -360,21 +344,21 @@ func (s *Service) Place(ctx context.Context, req PlaceOrder, idempotencyKey stri
 // claimIdempotencyKey records key for order in tx. If the key was recorded
 // before, it returns the first response and found true, or
 // ErrIdempotencyKeyReused when that was for another request.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx txdb.Tx, key string, req PlaceOrder, amountMinor int64, order Order) (Order, bool, error) {
+func (s *Service) claimIdempotencyKey(ctx context.Context, tx *sql.Tx, key string, req PlaceOrder, amountMinor int64, order Order) (Order, bool, error) {
 	hash := requestHash(req, amountMinor)
 	response, err := json.Marshal(order)
 	if err != nil {
 		return Order{}, false, fmt.Errorf("encode response: %w", err)
 	}
-	n, err := tx.Exec(ctx, s.q.claimKey, key, hash, order.ID, response)
+	res, err := tx.ExecContext(ctx, s.q.claimKey, key, hash, order.ID, response)
 	if err != nil {
 		return Order{}, false, fmt.Errorf("record idempotency key: %w", err)
 	}
-	if n == 1 {
-		return Order{}, false, nil
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return Order{}, false, err
 	}
 	var firstHash, firstResponse []byte
-	if err := tx.QueryRow(ctx, s.q.getKey, key).Scan(&firstHash, &firstResponse); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q.getKey, key).Scan(&firstHash, &firstResponse); err != nil {
 		return Order{}, false, fmt.Errorf("read idempotency key: %w", err)
 	}
 	if string(firstHash) != string(hash) {
@@ -419,8 +403,8 @@ func (s *Service) placedEvent(o Order) events.Event {
 
 // Get returns the order with id, or an error wrapping [ErrNotFound].
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (Order, error) {
-	o, err := scanOrder(s.db.QueryRow(ctx, s.q.getOrder, id))
-	if errors.Is(err, txdb.ErrNoRows) {
+	o, err := scanOrder(s.db.QueryRowContext(ctx, s.q.getOrder, id))
+	if errors.Is(err, sql.ErrNoRows) {
 		return Order{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -476,9 +460,9 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, action string) (
 		order Order
 		msgID uuid.UUID
 	)
-	err := s.db.InTx(ctx, func(tx txdb.Tx) error {
-		o, err := scanOrder(tx.QueryRow(ctx, s.q.lockOrder, id))
-		if errors.Is(err, txdb.ErrNoRows) {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		o, err := scanOrder(tx.QueryRowContext(ctx, s.q.lockOrder, id))
+		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		if err != nil {
@@ -490,7 +474,7 @@ func (s *Service) transition(ctx context.Context, id uuid.UUID, action string) (
 		}
 		previous := o.Status
 		o.Status, o.Version, o.UpdatedAt = t.to, o.Version+1, s.now()
-		if _, err := tx.Exec(ctx, s.q.updateStatus, o.ID, o.Status, o.Version, o.UpdatedAt); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.updateStatus, o.ID, o.Status, o.Version, o.UpdatedAt); err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
 		msg, err := events.Message(transitionEvent(o, action, previous), s.cfg.Topic)
@@ -541,11 +525,29 @@ func transitionEvent(o Order, action string, previous Status) events.Event {
 	}
 }
 
+// inTx runs fn in a transaction of s.db that commits if fn returns nil and
+// rolls back otherwise. On SQLite it is a write transaction that holds the
+// database's write lock from its start (sqlitestore.Open), which
+// serialises it with every other writer: what FOR UPDATE does on
+// PostgreSQL.
+func (s *Service) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // now is the time of a change as the database stores it: UTC, whole
-// microseconds, so that what Place returns equals what Get reads back.
+// microseconds (PostgreSQL's precision), so that what Place returns equals
+// what Get reads back.
 func (s *Service) now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func scanOrder(row txdb.Row) (Order, error) {
+func scanOrder(row *sql.Row) (Order, error) {
 	var (
 		o         Order
 		itemsJSON []byte

@@ -1,6 +1,7 @@
 package orderservice_test
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outbox-dev/outbox"
 	"github.com/outbox-dev/outbox/examples/orders/orderservice"
 	"github.com/outbox-dev/outbox/internal/pgtest"
 	"github.com/outbox-dev/outbox/store/pgstore"
@@ -473,7 +475,7 @@ func TestPlace_WhenTheOutboxWriteFailsNoOrderIsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: unmigrated, Schema: schema})
+	svc, err := orderservice.New(sqlDB(t, pool), unmigrated.SQL(), orderservice.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,15 +496,20 @@ func TestNew_NamesTheBadField(t *testing.T) {
 	t.Parallel()
 	pool, schema := pgtest.Schema(t)
 	st, _ := pgstore.New(pool, pgstore.Config{Schema: schema})
-	for field, cfg := range map[string]orderservice.Config{
-		"Pool":          {Outbox: st},
-		"Outbox":        {Pool: pool},
-		"Schema":        {Pool: pool, Outbox: st, Schema: "Orders; DROP"},
-		"PlacedVersion": {Pool: pool, Outbox: st, PlacedVersion: 3},
-		"Topic":         {Pool: pool, Outbox: st, Topic: "a topic"},
-		"MaxBodyBytes":  {Pool: pool, Outbox: st, MaxBodyBytes: -1},
+	db := sqlDB(t, pool)
+	for field, c := range map[string]struct {
+		db  *sql.DB
+		ob  outbox.Enqueuer[*sql.Tx]
+		cfg orderservice.Config
+	}{
+		"db":            {ob: st.SQL()},
+		"outbox":        {db: db},
+		"Schema":        {db, st.SQL(), orderservice.Config{Schema: "Orders; DROP"}},
+		"PlacedVersion": {db, st.SQL(), orderservice.Config{PlacedVersion: 3}},
+		"Topic":         {db, st.SQL(), orderservice.Config{Topic: "a topic"}},
+		"MaxBodyBytes":  {db, st.SQL(), orderservice.Config{MaxBodyBytes: -1}},
 	} {
-		_, err := orderservice.New(cfg)
+		_, err := orderservice.New(c.db, c.ob, c.cfg)
 		if !errors.Is(err, orderservice.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming it", field, err)
 		}
@@ -514,12 +521,13 @@ func TestMigrate_IsIdempotentAndSafeWhenInstancesStartAtOnce(t *testing.T) {
 	t.Parallel()
 	pool, schema := pgtest.Schema(t)
 	st, _ := pgstore.New(pool, pgstore.Config{Schema: schema})
+	db := sqlDB(t, pool)
 	fresh := schema + "_svc"
 	t.Cleanup(func() { _, _ = pool.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+fresh+" CASCADE") })
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: st, Schema: fresh})
+			svc, err := orderservice.New(db, st.SQL(), orderservice.Config{Schema: fresh})
 			if err != nil {
 				t.Error(err)
 				return
@@ -530,7 +538,7 @@ func TestMigrate_IsIdempotentAndSafeWhenInstancesStartAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	svc, _ := orderservice.New(orderservice.Config{Pool: pool, Outbox: st, Schema: fresh})
+	svc, _ := orderservice.New(db, st.SQL(), orderservice.Config{Schema: fresh})
 	if err := svc.Migrate(testCtx(t)); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}

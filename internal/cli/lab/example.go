@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -126,7 +127,9 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 				return err
 			}
 			defer pool.Close()
-			svc, err := orderservice.New(orderservice.Config{Pool: pool, Outbox: st, Schema: schema, Topic: topic,
+			db := stdlib.OpenDBFromPool(pool)
+			defer db.Close()
+			svc, err := orderservice.New(db, st.SQL(), orderservice.Config{Schema: schema, Topic: topic,
 				PlacedVersion: placedVersion, MaxBodyBytes: maxBody, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "orders-schema", "Topic": "topic"})
@@ -248,7 +251,9 @@ processed. It runs until SIGINT or SIGTERM.`,
 				return err
 			}
 			defer pool.Close()
-			b, err := billing.New(pool, billing.Config{Schema: cf.schema, Logger: a.Logger()})
+			db := stdlib.OpenDBFromPool(pool)
+			defer db.Close()
+			b, err := billing.New(db, billing.Config{Schema: cf.schema, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "billing-schema"})
 			}
@@ -298,7 +303,9 @@ that have no stock yet their units. It runs until SIGINT or SIGTERM.`,
 				return err
 			}
 			defer pool.Close()
-			inv, err := inventory.New(pool, inventory.Config{Schema: cf.schema, Outbox: st, Topic: topic, Stock: seed, Logger: a.Logger()})
+			db := stdlib.OpenDBFromPool(pool)
+			defer db.Close()
+			inv, err := inventory.New(db, st.SQL(), inventory.Config{Schema: cf.schema, Topic: topic, Stock: seed, Logger: a.Logger()})
 			if err != nil {
 				return exampleConfigError(err, map[string]string{"Schema": "inventory-schema", "Topic": "inventory-topic", "Stock": "stock"})
 			}
@@ -353,7 +360,7 @@ func openExampleStore(ctx context.Context, a *cli.App, purpose string, maxConns 
 // runConsumer runs an example consumer until ctx ends: the inbox in
 // --inbox-schema, the consumer group, and a periodic log of what it
 // handled.
-func runConsumer(ctx context.Context, a *cli.App, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.HandlerFunc) error {
+func runConsumer(ctx context.Context, a *cli.App, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.SQLHandlerFunc) error {
 	kcfg, err := cf.kafka.Config(a.Logger())
 	if err != nil {
 		return err
@@ -368,7 +375,7 @@ func runConsumer(ctx context.Context, a *cli.App, pool *pgxpool.Pool, cf *consum
 	var stats handledStats
 	r, err := consumer.New(consumer.Config{
 		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
-		Inbox: inb, Handler: handler, MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
+		Applier: inb.SQL().Bind(handler), MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
 		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, InstanceID: cf.instanceID,
 		ClientID: "outbox-example-" + group, Logger: a.Logger(), Hooks: stats.hooks(),
 	})

@@ -6,6 +6,7 @@ package pgschema
 
 import (
 	"context"
+	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // nameRe is the rule for a schema name: lower case, so that quoted and
@@ -46,19 +46,24 @@ func Render(sql, schema string) string {
 }
 
 // Apply runs ddl, a script of CREATE ... IF NOT EXISTS statements already
-// rendered, in one transaction under a transaction-scoped advisory lock
-// keyed by purpose and schema. So it is idempotent, and processes that
-// start at once wait for each other instead of racing on CREATE SCHEMA.
-func Apply(ctx context.Context, pool *pgxpool.Pool, purpose, schema, ddl string) error {
+// rendered, on db (PostgreSQL through pgx's stdlib driver) in one
+// transaction under a transaction-scoped advisory lock keyed by purpose and
+// schema. So it is idempotent, and processes that start at once wait for
+// each other instead of racing on CREATE SCHEMA. ddl runs without
+// arguments, in the simple protocol, which takes several statements.
+func Apply(ctx context.Context, db *sql.DB, purpose, schema, ddl string) error {
 	h := fnv.New64a()
 	h.Write([]byte("outbox.examples." + purpose + ":" + schema))
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, lockSQL, int64(h.Sum64())); err != nil {
-			return fmt.Errorf("take the advisory lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, ddl); err != nil {
-			return fmt.Errorf("create the tables in schema %s: %w", schema, err)
-		}
-		return nil
-	})
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, lockSQL, int64(h.Sum64())); err != nil {
+		return fmt.Errorf("take the advisory lock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create the tables in schema %s: %w", schema, err)
+	}
+	return tx.Commit()
 }
