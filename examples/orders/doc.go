@@ -1,14 +1,24 @@
 // Package orders is the reference order system, built on this toolkit:
 // an order service that writes each order and its events in one
 // transaction, the relay that publishes them, and two idempotent consumers,
-// billing and inventory. Each part runs as a process of its own, all from
-// the outbox-lab command (cmd/outbox-lab, the outbox command with its lab):
+// billing and inventory. Each part runs as a process of its own, from its
+// main under examples/orders/cmd (on PostgreSQL, or on a SQLite file of
+// its own with --sqlite):
 //
-//	outbox-lab migrate                  # the outbox tables
+//	outbox migrate                      # the outbox tables
+//	outbox relay
+//	go run ./examples/orders/cmd/orderservice --listen 127.0.0.1:8080
+//	go run ./examples/orders/cmd/billing
+//	go run ./examples/orders/cmd/inventory
+//
+// or from the outbox-lab command (cmd/outbox-lab, the outbox command with
+// its lab), which runs the same on PostgreSQL:
+//
 //	outbox-lab example orders --listen 127.0.0.1:8080
-//	outbox-lab relay
 //	outbox-lab example billing
 //	outbox-lab example inventory
+//
+// Each part's package has a Run(ctx, RunConfig) that both call.
 //
 // The subpackages are the parts:
 //

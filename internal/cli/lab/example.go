@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -26,22 +21,15 @@ import (
 	"github.com/outbox-dev/outbox/examples/orders/orderservice"
 	"github.com/outbox-dev/outbox/inbox"
 	"github.com/outbox-dev/outbox/internal/cli"
-	"github.com/outbox-dev/outbox/store/pgstore"
+	"github.com/outbox-dev/outbox/sink/kafka"
 )
-
-// httpShutdownTimeout bounds the graceful stop of the order service: the
-// requests in progress get this long to finish.
-const httpShutdownTimeout = 10 * time.Second
-
-// defaultStatsInterval is the default of --stats-interval.
-const defaultStatsInterval = 10 * time.Second
 
 // Database connections of the example processes. The order service needs
 // one per request in progress (more requests wait for one); a consumer one
 // per partition being handled, plus the inbox's checks.
 const (
-	ordersMaxConns   = 10
-	consumerMaxConns = 6
+	ordersMaxConns   = orderservice.DefaultMaxConns
+	consumerMaxConns = billing.DefaultMaxConns
 )
 
 func newExampleCommand(a *cli.App) *cobra.Command {
@@ -64,7 +52,9 @@ broker (--kafka-brokers):
 Next to them run 'relay' (of outbox or outbox-lab, which has every outbox
 command), which publishes the outbox. Run 'migrate' first: it creates the
 outbox tables (--schema). Each piece creates its own tables at start if
-they are missing. docs/events.md documents the events.`,
+they are missing. docs/events.md documents the events. The same pieces
+run from their own mains, go run ./examples/orders/cmd/orderservice (and
+billing, inventory), on PostgreSQL or on a SQLite file.`,
 		Example: `  export OUTBOX_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test
   outbox-lab migrate
   outbox-lab broker &
@@ -122,45 +112,21 @@ until SIGINT or SIGTERM and lets requests in progress finish.`,
 				return cli.FlagError("max-body-bytes", "must be positive, not %d", maxBody)
 			}
 			ctx := cmd.Context()
-			st, pool, err := openExampleStore(ctx, a, "example orders", ordersMaxConns)
+			st, pool, err := a.OpenStore(ctx, "example orders", ordersMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			db := stdlib.OpenDBFromPool(pool)
-			defer db.Close()
-			svc, err := orderservice.New(db, st.SQL(), orderservice.Config{Schema: schema, Topic: topic,
-				PlacedVersion: placedVersion, MaxBodyBytes: maxBody, Logger: a.Logger()})
-			if err != nil {
+			err = orderservice.Run(ctx, orderservice.RunConfig{
+				Pool: pool, OutboxSchema: st.Schema(), Listen: listen,
+				Service: orderservice.Config{Schema: schema, Topic: topic, PlacedVersion: placedVersion,
+					MaxBodyBytes: maxBody, Logger: a.Logger()},
+				Ready: func(addr string) { fmt.Fprintf(a.Stdout(), "orders listening on http://%s\n", addr) },
+			})
+			if errors.Is(err, orderservice.ErrInvalidConfig) {
 				return exampleConfigError(err, map[string]string{"Schema": "orders-schema", "Topic": "topic"})
 			}
-			if err := svc.Migrate(ctx); err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
-			}
-			srv := svc.HTTPServer()
-			served := make(chan error, 1)
-			go func() { served <- srv.Serve(ln) }()
-			addr := ln.Addr().String()
-			a.Logger().Info("order service started", slog.String("addr", addr), slog.String("orders_schema", svc.Schema()),
-				slog.String("outbox_schema", st.Schema()), slog.String("topic", topic), slog.Int("order_placed_version", placedVersion))
-			fmt.Fprintf(a.Stdout(), "orders listening on http://%s\n", addr)
-
-			select {
-			case err := <-served:
-				return fmt.Errorf("serve HTTP on %s: %w", addr, err)
-			case <-ctx.Done():
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
-			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				a.Logger().Warn("order service: requests still running at shutdown", slog.Any("error", err))
-			}
-			a.Logger().Info("order service stopped")
-			return nil
+			return err
 		},
 	}
 	fs := cmd.Flags()
@@ -206,7 +172,7 @@ func addConsumerFlags(fs *pflag.FlagSet, c *consumerFlags, schemaFlag, defaultSc
 	fs.DurationVar(&c.session, "session-timeout", consumer.DefaultSessionTimeout, "how long the consumer group waits for a crashed member before giving its partitions to the others (the broker allows 6s and up by default)")
 	fs.DurationVar(&c.rebalance, "rebalance-timeout", consumer.DefaultRebalanceTimeout, "how long a rebalance waits for members to rejoin (a crashed member holds every join this long); must cover finishing the events in hand")
 	fs.StringVar(&c.instanceID, "instance-id", "", "stable `id` for static group membership (Kafka's group.instance.id), one per process running at a time (a StatefulSet pod name, say): restarted with it within --session-timeout, the process takes its partitions back at once, without a rebalance; it does not leave the group when stopped, so a process that stays down holds its partitions for --session-timeout. Empty: dynamic membership")
-	fs.DurationVar(&c.statsInterval, "stats-interval", defaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
+	fs.DurationVar(&c.statsInterval, "stats-interval", billing.DefaultStatsInterval, "how often to log the counts of processed, duplicate and parked events (when they changed)")
 }
 
 func (c *consumerFlags) check() error {
@@ -245,22 +211,26 @@ processed. It runs until SIGINT or SIGTERM.`,
 			if err := cf.check(); err != nil {
 				return err
 			}
+			kcfg, err := cf.kafka.Config(a.Logger())
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			pool, err := a.OpenPool(ctx, "example billing", consumerMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			db := stdlib.OpenDBFromPool(pool)
-			defer db.Close()
-			b, err := billing.New(db, billing.Config{Schema: cf.schema, Logger: a.Logger()})
-			if err != nil {
+			cf.logStart(a, billing.Group)
+			err = billing.Run(ctx, billing.RunConfig{
+				Pool: pool, InboxSchema: cf.inboxSchema, StatsInterval: cf.statsInterval,
+				Billing:  billing.Config{Schema: cf.schema, Logger: a.Logger()},
+				Consumer: cf.consumerConfig(kcfg),
+			})
+			if errors.Is(err, billing.ErrInvalidConfig) {
 				return exampleConfigError(err, map[string]string{"Schema": "billing-schema"})
 			}
-			if err := b.Migrate(ctx); err != nil {
-				return err
-			}
-			return runConsumer(ctx, a, pool, &cf, billing.Group, b.Handle)
+			return consumerError(err)
 		},
 	}
 	addConsumerFlags(cmd.Flags(), &cf, "billing-schema", billing.DefaultSchema)
@@ -297,22 +267,26 @@ that have no stock yet their units. It runs until SIGINT or SIGTERM.`,
 			if err != nil {
 				return err
 			}
+			kcfg, err := cf.kafka.Config(a.Logger())
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			st, pool, err := openExampleStore(ctx, a, "example inventory", consumerMaxConns)
+			st, pool, err := a.OpenStore(ctx, "example inventory", consumerMaxConns)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			db := stdlib.OpenDBFromPool(pool)
-			defer db.Close()
-			inv, err := inventory.New(db, st.SQL(), inventory.Config{Schema: cf.schema, Topic: topic, Stock: seed, Logger: a.Logger()})
-			if err != nil {
+			cf.logStart(a, inventory.Group)
+			err = inventory.Run(ctx, inventory.RunConfig{
+				Pool: pool, OutboxSchema: st.Schema(), InboxSchema: cf.inboxSchema, StatsInterval: cf.statsInterval,
+				Inventory: inventory.Config{Schema: cf.schema, Topic: topic, Stock: seed, Logger: a.Logger()},
+				Consumer:  cf.consumerConfig(kcfg),
+			})
+			if errors.Is(err, inventory.ErrInvalidConfig) {
 				return exampleConfigError(err, map[string]string{"Schema": "inventory-schema", "Topic": "inventory-topic", "Stock": "stock"})
 			}
-			if err := inv.Migrate(ctx); err != nil {
-				return err
-			}
-			return runConsumer(ctx, a, pool, &cf, inventory.Group, inv.Handle)
+			return consumerError(err)
 		},
 	}
 	fs := cmd.Flags()
@@ -341,113 +315,40 @@ func parseStock(list []string) (map[string]int64, error) {
 	return out, nil
 }
 
-// openExampleStore opens the database and the outbox store in --schema,
-// and checks that 'outbox migrate' created the outbox table there.
-func openExampleStore(ctx context.Context, a *cli.App, purpose string, maxConns int32) (*pgstore.Store, *pgxpool.Pool, error) {
-	st, pool, err := a.OpenStore(ctx, purpose, maxConns)
-	if err != nil {
-		return nil, nil, err
+// consumerConfig is the consumer group's configuration of the flags;
+// billing.Run and inventory.Run set the group, the applier and the hooks.
+func (c *consumerFlags) consumerConfig(kcfg kafka.Config) consumer.Config {
+	return consumer.Config{
+		Brokers: kcfg.Brokers, Security: kcfg.Security, Topics: []string{c.topic},
+		MaxAttempts: c.maxAttempts, RetryBase: c.retryBase, RetryMax: c.retryMax,
+		SessionTimeout: c.session, RebalanceTimeout: c.rebalance, InstanceID: c.instanceID,
 	}
-	// Looking up the nil id is one index probe; it fails unless the table exists.
-	if _, err := st.Get(ctx, uuid.Nil); !errors.Is(err, pgstore.ErrNotFound) {
-		pool.Close()
-		return nil, nil, fmt.Errorf("the outbox table in schema %s is missing or unreadable; run 'outbox migrate --schema %s' first: %w",
-			st.Schema(), st.Schema(), err)
-	}
-	return st, pool, nil
 }
 
-// runConsumer runs an example consumer until ctx ends: the inbox in
-// --inbox-schema, the consumer group, and a periodic log of what it
-// handled.
-func runConsumer(ctx context.Context, a *cli.App, pool *pgxpool.Pool, cf *consumerFlags, group string, handler inbox.SQLHandlerFunc) error {
-	kcfg, err := cf.kafka.Config(a.Logger())
-	if err != nil {
-		return err
-	}
-	inb, err := inbox.New(pool, inbox.Config{Schema: cf.inboxSchema, Logger: a.Logger()})
-	if err != nil {
-		return exampleConfigError(err, map[string]string{"Schema": "inbox-schema"})
-	}
-	if err := inb.Migrate(ctx); err != nil {
-		return err
-	}
-	var stats handledStats
-	r, err := consumer.New(consumer.Config{
-		Brokers: kcfg.Brokers, Security: kcfg.Security, Group: group, Topics: []string{cf.topic},
-		Applier: inb.SQL().Bind(handler), MaxAttempts: cf.maxAttempts, RetryBase: cf.retryBase, RetryMax: cf.retryMax,
-		SessionTimeout: cf.session, RebalanceTimeout: cf.rebalance, InstanceID: cf.instanceID,
-		ClientID: "outbox-example-" + group, Logger: a.Logger(), Hooks: stats.hooks(),
-	})
-	if err != nil {
-		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: Topics") {
-			return cli.FlagError("topic", "is not usable: %v", err)
-		}
-		if errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: InstanceID") {
-			return cli.FlagError("instance-id", "is not usable: %v", err)
-		}
-		return cli.KafkaConfigError(err)
-	}
-	attrs := append([]any{slog.String("group", group), slog.String("topic", cf.topic),
-		slog.String("inbox_schema", inb.Schema())}, cf.kafka.LogAttrs()...)
-	if cf.instanceID != "" {
-		attrs = append(attrs, slog.String("instance_id", cf.instanceID))
+// logStart logs the start of an example consumer with its settings.
+func (c *consumerFlags) logStart(a *cli.App, group string) {
+	attrs := append([]any{slog.String("group", group), slog.String("topic", c.topic),
+		slog.String("inbox_schema", c.inboxSchema)}, c.kafka.LogAttrs()...)
+	if c.instanceID != "" {
+		attrs = append(attrs, slog.String("instance_id", c.instanceID))
 	}
 	a.Logger().Info("example consumer starting", attrs...)
+}
 
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(cf.statsInterval)
-		defer t.Stop()
-		var last handledCounts
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if now := stats.counts(); now != last {
-					logHandled(a, group, now)
-					last = now
-				}
-			}
-		}
-	}()
-	err = r.Run(ctx)
-	<-done
-	logHandled(a, group, stats.counts())
-	if err != nil {
-		return fmt.Errorf("consumer group %s: %w", group, err)
+// consumerError points an error of the inbox's or the consumer's
+// configuration at the flag that sets the field it names.
+func consumerError(err error) error {
+	switch {
+	case errors.Is(err, inbox.ErrInvalidConfig):
+		return exampleConfigError(err, map[string]string{"Schema": "inbox-schema"})
+	case errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: Topics"):
+		return cli.FlagError("topic", "is not usable: %v", err)
+	case errors.Is(err, consumer.ErrInvalidConfig) && strings.Contains(err.Error(), "config: InstanceID"):
+		return cli.FlagError("instance-id", "is not usable: %v", err)
+	case errors.Is(err, consumer.ErrInvalidConfig):
+		return cli.KafkaConfigError(err)
 	}
-	return nil
-}
-
-// handledStats counts what a consumer did, from its hooks.
-type handledStats struct{ processed, duplicates, parked, retried atomic.Int64 }
-
-type handledCounts struct{ processed, duplicates, parked, retried int64 }
-
-func (s *handledStats) hooks() consumer.Hooks {
-	return consumer.Hooks{
-		Handled: func(_ inbox.Message, res inbox.Result, _ time.Duration) {
-			if res == inbox.Duplicate {
-				s.duplicates.Add(1)
-			} else {
-				s.processed.Add(1)
-			}
-		},
-		Parked:  func(inbox.Message, error) { s.parked.Add(1) },
-		Retried: func(inbox.Message, error) { s.retried.Add(1) },
-	}
-}
-
-func (s *handledStats) counts() handledCounts {
-	return handledCounts{s.processed.Load(), s.duplicates.Load(), s.parked.Load(), s.retried.Load()}
-}
-
-func logHandled(a *cli.App, group string, c handledCounts) {
-	a.Logger().Info("events handled", slog.String("group", group), slog.Int64("processed", c.processed),
-		slog.Int64("duplicates", c.duplicates), slog.Int64("parked", c.parked), slog.Int64("retried", c.retried))
+	return err
 }
 
 // exampleConfigError points a constructor's config error at the flag of
