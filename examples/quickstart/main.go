@@ -159,7 +159,8 @@ func run(ctx context.Context, cfg config) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders", placeOrder(pool, st, log))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	shut := make(chan error, 1)
 	go func() { <-ctx.Done(); shut <- srv.Shutdown(context.Background()) }()
 	log.Info("listening", slog.String("addr", ln.Addr().String()))
