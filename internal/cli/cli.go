@@ -90,9 +90,8 @@ type app struct {
 	logLevel    string
 	logFormat   string
 
-	// fileKeys are the keys a config file may hold: every flag name of the
-	// tree, with its sensitivity (see fileKeys).
-	fileKeys map[string]string
+	// fileKeys are the keys a config file may hold (see keysOf).
+	fileKeys fileKeys
 
 	// logger is set before any command's RunE runs.
 	logger *slog.Logger
@@ -276,7 +275,7 @@ where each value comes from.`,
 		}
 	}
 	annotateEnv(root)
-	a.fileKeys = fileKeys(root)
+	a.fileKeys = keysOf(root)
 	return root
 }
 
@@ -292,14 +291,14 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	if _, ok := cmd.Annotations[selfConfigured]; ok || isHelpCommand(cmd) {
 		return a.setLogger()
 	}
-	c, err := a.configure(cmd.Flags())
+	c, err := a.configure(cmd)
 	if err != nil {
 		return err
 	}
 	if err := a.setLogger(); err != nil {
 		return err
 	}
-	c.warn(a.logger, a.fileKeys)
+	c.warn(a.logger, a.fileKeys.all)
 	return nil
 }
 

@@ -54,14 +54,14 @@ func (a *app) printConfig(cmd *cobra.Command, args []string) error {
 	if err := target.ParseFlags(flagArgs); err != nil {
 		return &usageError{err}
 	}
-	c, err := a.configure(target.Flags())
+	c, err := a.configure(target)
 	if err != nil {
 		return err
 	}
 	if err := a.setLogger(); err != nil {
 		return err
 	}
-	c.warn(a.logger, a.fileKeys)
+	c.warn(a.logger, a.fileKeys.all)
 	out, err := yaml.Marshal(configDocument(target, c))
 	if err != nil {
 		return fmt.Errorf("print the configuration: %w", err)

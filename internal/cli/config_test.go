@@ -384,3 +384,49 @@ func TestHelp_WorksWithABrokenConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// A command's section sets its flags before the shared keys do, and no
+// other command's: the same key can mean one thing for the relay and
+// another for cleanup.
+func TestConfigFile_SectionAppliesToItsCommandBeforeTheSharedKeys(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, 0o600, "batch-size: 50\nrelay:\n  batch-size: 200\n  workers: 3\ncleanup:\n  batch-size: 1000\n")
+	for _, tc := range []struct {
+		command string
+		want    map[string]shownKey
+	}{
+		{"relay", map[string]shownKey{
+			"batch-size": {200, "file " + file + ":3"},
+			"workers":    {3, "file " + file + ":4"},
+		}},
+		{"cleanup", map[string]shownKey{"batch-size": {1000, "file " + file + ":6"}}},
+		{"replay", map[string]shownKey{"batch-size": {50, "file " + file + ":1"}}},
+	} {
+		res := runCLI(t, nil, "config", tc.command, "--config", file)
+		if res.code != exitOK {
+			t.Fatalf("outbox config %s: exit %d, stderr %q", tc.command, res.code, res.stderr)
+		}
+		shown := parseShown(t, res.stdout)
+		for key, want := range tc.want {
+			if got := shown[key]; got != want {
+				t.Errorf("outbox config %s: %s = %v (%s), want %v (%s)", tc.command, key, got.value, got.source, want.value, want.source)
+			}
+		}
+	}
+}
+
+// A section that names no command, and a key of a section that is no flag
+// of its command, are errors naming them, the file and the line.
+func TestConfigFile_UnknownSectionOrSectionKeyIsAnError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ content, want string }{
+		{"relays:\n  workers: 2\n", `:1: unknown section "relays"`},
+		{"stats:\n  workers: 2\n", `:2: unknown key "workers": command stats has no flag --workers`},
+	} {
+		file := writeConfig(t, 0o600, tc.content)
+		res := runCLI(t, nil, "version", "--config", file)
+		if res.code != exitUsage || !strings.Contains(res.stderr, "config file "+file+tc.want) {
+			t.Errorf("file %q: exit %d, stderr %q; want exit %d and %q", tc.content, res.code, res.stderr, exitUsage, tc.want)
+		}
+	}
+}

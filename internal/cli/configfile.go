@@ -1,9 +1,5 @@
 package cli
 
-// The config file: a YAML mapping from flag names to values, shared by
-// every command (see the package doc). This file reads it and sets a
-// command's flags from it.
-
 import (
 	"bytes"
 	"errors"
@@ -25,11 +21,21 @@ const configFlag = "config"
 // the flags that only ask for help.
 var notInFile = map[string]bool{configFlag: true, "help": true, "version": true}
 
-// configFile is a parsed config file.
+// configFile is a parsed config file: a YAML mapping from flag names to
+// values, shared by every command, in which a key that names a command and
+// holds a mapping is that command's section: its keys apply to that command
+// (and its subcommands) only, before the shared ones.
 type configFile struct {
-	path    string
-	mode    fs.FileMode
-	entries []configEntry // in file order
+	path     string
+	mode     fs.FileMode
+	entries  []configEntry            // the shared keys, in file order
+	sections map[string]configSection // by command name
+}
+
+// configSection is the section of one command.
+type configSection struct {
+	line    int // of the command's key
+	entries []configEntry
 }
 
 // configEntry is one key of a config file and its value.
@@ -52,7 +58,19 @@ func readConfigFile(path string) (*configFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &configFile{path: path, mode: info.Mode(), entries: entries}, nil
+	c := &configFile{path: path, mode: info.Mode(), sections: map[string]configSection{}}
+	for _, e := range entries {
+		if e.value.Kind != yaml.MappingNode {
+			c.entries = append(c.entries, e)
+			continue
+		}
+		inner, err := mappingEntries(path, e.value)
+		if err != nil {
+			return nil, err
+		}
+		c.sections[e.key.Value] = configSection{line: e.key.Line, entries: inner}
+	}
+	return c, nil
 }
 
 // parseConfig parses the config file at path, which holds data: one YAML
@@ -110,30 +128,54 @@ func fileError(path string, line int, format string, args ...any) error {
 	return fmt.Errorf("config file %s:%d: %s", path, line, fmt.Sprintf(format, args...))
 }
 
-// checkKeys returns an error naming every key of the file that is no flag
-// of any command, that is no key of keys.
-func (c *configFile) checkKeys(keys map[string]string) error {
+// checkKeys returns an error naming every shared key of the file that is
+// no flag of any command (no key of k.all), every section that is no
+// command, and every key of a section that is no flag of its command.
+func (c *configFile) checkKeys(k fileKeys) error {
+	errs := []error{c.checkEntries(c.entries, k.all, "no command has a flag --%s")}
+	for name, sec := range c.sections {
+		flags, ok := k.byCommand[name]
+		if !ok {
+			errs = append(errs, fileError(c.path, sec.line, "unknown section %q: no command %s", name, name))
+			continue
+		}
+		errs = append(errs, c.checkEntries(sec.entries, flags, "command "+name+" has no flag --%s"))
+	}
+	return errors.Join(errs...)
+}
+
+// checkEntries returns an error naming every entry that is no key of
+// known, saying why with unknown (a format of the key).
+func (c *configFile) checkEntries(entries []configEntry, known map[string]string, unknown string) error {
 	var errs []error
-	for _, e := range c.entries {
+	for _, e := range entries {
 		name := e.key.Value
-		switch _, known := keys[name]; {
+		switch _, ok := known[name]; {
 		case notInFile[name]:
 			errs = append(errs, fileError(c.path, e.key.Line, "key %q cannot be set in a config file", name))
-		case !known:
-			errs = append(errs, fileError(c.path, e.key.Line, "unknown key %q: no command has a flag --%s", name, name))
+		case !ok:
+			errs = append(errs, fileError(c.path, e.key.Line, "unknown key %q: "+unknown, name, name))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// apply sets each flag of fs that is still at its default from the file's
-// key of the same name, if the file has one with a value (a key without a
-// value, as an empty environment variable, sets nothing), and records it in
-// sources. A key that is a flag of another command only is no flag of fs:
-// it is skipped. The errors name the key, the file and the line.
-func (c *configFile) apply(fs *pflag.FlagSet, sources map[string]source) error {
+// apply sets each flag of fs, the flags of command, that is still at its
+// default from the key of the same name in command's section, else from the
+// shared key, if the file has one with a value (a key without a value, as
+// an empty environment variable, sets nothing), and records it in sources.
+// A key that is a flag of another command only is no flag of fs: it is
+// skipped. The errors name the key, the file and the line.
+func (c *configFile) apply(fs *pflag.FlagSet, command string, sources map[string]source) error {
+	return errors.Join(
+		c.applyEntries(fs, c.sections[command].entries, sources),
+		c.applyEntries(fs, c.entries, sources))
+}
+
+// applyEntries sets the flags of fs still at their defaults from entries.
+func (c *configFile) applyEntries(fs *pflag.FlagSet, entries []configEntry, sources map[string]source) error {
 	var errs []error
-	for _, e := range c.entries {
+	for _, e := range entries {
 		f := fs.Lookup(e.key.Value)
 		if f == nil || f.Changed || isNull(e.value) {
 			continue
@@ -212,10 +254,16 @@ func (c *configFile) exposedSecrets(keys map[string]string) []string {
 		return nil
 	}
 	var secrets []string
-	for _, e := range c.entries {
-		if holdsSecret(keys[e.key.Value], e.value) {
-			secrets = append(secrets, e.key.Value)
+	add := func(prefix string, entries []configEntry) {
+		for _, e := range entries {
+			if holdsSecret(keys[e.key.Value], e.value) {
+				secrets = append(secrets, prefix+e.key.Value)
+			}
 		}
+	}
+	add("", c.entries)
+	for name, sec := range c.sections {
+		add(name+".", sec.entries)
 	}
 	return secrets
 }

@@ -1,8 +1,5 @@
 package cli
 
-// Where a command's flags take their values: the command line, else the
-// environment, else the config file, else the flag's default.
-
 import (
 	"cmp"
 	"fmt"
@@ -12,7 +9,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// sourceKind says where a flag's value came from.
+// sourceKind says where a flag's value came from: the command line, else
+// the environment, else the config file, else the flag's default.
 type sourceKind int
 
 const (
@@ -54,7 +52,8 @@ type configuration struct {
 // its environment variable, else from the config file that --config or
 // OUTBOX_CONFIG names, if any, and says where each value came from. Every
 // error is a usage error.
-func (a *app) configure(fs *pflag.FlagSet) (*configuration, error) {
+func (a *app) configure(cmd *cobra.Command) (*configuration, error) {
+	fs := cmd.Flags()
 	c := &configuration{sources: map[string]source{}}
 	c.record(fs, func(*pflag.Flag) source { return source{kind: fromFlag} })
 	if err := bindEnv(fs, a.lookupEnv); err != nil {
@@ -72,7 +71,7 @@ func (a *app) configure(fs *pflag.FlagSet) (*configuration, error) {
 	if err := file.checkKeys(a.fileKeys); err != nil {
 		return nil, &usageError{err}
 	}
-	if err := file.apply(fs, c.sources); err != nil {
+	if err := file.apply(fs, topCommand(cmd), c.sources); err != nil {
 		return nil, &usageError{err}
 	}
 	c.file = file
@@ -88,6 +87,15 @@ func (c *configuration) record(fs *pflag.FlagSet, src func(*pflag.Flag) source) 
 	})
 }
 
+// topCommand returns the name of the command under the root that cmd is or
+// belongs to: the section of the config file that applies to cmd.
+func topCommand(cmd *cobra.Command) string {
+	for cmd.HasParent() && cmd.Parent().HasParent() {
+		cmd = cmd.Parent()
+	}
+	return cmd.Name()
+}
+
 // warn logs, once the logger exists, that the config file holds secrets
 // that other users can read.
 func (c *configuration) warn(logger *slog.Logger, keys map[string]string) {
@@ -100,17 +108,42 @@ func (c *configuration) warn(logger *slog.Logger, keys map[string]string) {
 	}
 }
 
-// fileKeys returns the keys a config file may hold: the name of every flag
-// of every command under root, except those of notInFile, each with its
-// sensitivity (the strictest of the flags of that name).
-func fileKeys(root *cobra.Command) map[string]string {
+// fileKeys are the keys a config file may hold, each with its sensitivity
+// (the strictest of the flags of that name).
+type fileKeys struct {
+	// all are the shared keys: the name of every flag of every command,
+	// except those of notInFile.
+	all map[string]string
+	// byCommand are the keys of each command's section: the flags of the
+	// command under the root, of its subcommands and the root's persistent
+	// flags.
+	byCommand map[string]map[string]string
+}
+
+// keysOf returns the keys of a config file for the command tree of root.
+func keysOf(root *cobra.Command) fileKeys {
+	k := fileKeys{all: flagKeys(root), byCommand: map[string]map[string]string{}}
+	for _, cmd := range root.Commands() {
+		keys := flagKeys(cmd)
+		root.PersistentFlags().VisitAll(func(f *pflag.Flag) { addKey(keys, f) })
+		k.byCommand[cmd.Name()] = keys
+	}
+	return k
+}
+
+// flagKeys returns the name of every flag of every command under cmd, with
+// its sensitivity.
+func flagKeys(cmd *cobra.Command) map[string]string {
 	keys := map[string]string{}
-	walkFlags(root, func(f *pflag.Flag) {
-		if !notInFile[f.Name] {
-			keys[f.Name] = stricter(keys[f.Name], sensitivity(f))
-		}
-	})
+	walkFlags(cmd, func(f *pflag.Flag) { addKey(keys, f) })
 	return keys
+}
+
+// addKey adds f's name to keys, unless a file cannot set it.
+func addKey(keys map[string]string, f *pflag.Flag) {
+	if !notInFile[f.Name] {
+		keys[f.Name] = stricter(keys[f.Name], sensitivity(f))
+	}
 }
 
 // stricter returns the stricter of two sensitivities: a secret over a URL
