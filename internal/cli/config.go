@@ -27,7 +27,8 @@ command it prints the keys every command shares.
 
 Secrets are not shown: the password of a database URL is replaced by xxxxx,
 and the value of another secret (--kafka-sasl-password, --status-token) by
-(set). Without secrets, the output is a config file for that command.
+(set). The keys at their defaults come last, commented out. Without secrets,
+the output is a config file that gives the command the same configuration.
 
 Put the flags after the command: 'outbox config relay --config FILE'.`,
 		Example: `  outbox config relay --config /etc/outbox/outbox.yaml
@@ -62,7 +63,11 @@ func (a *app) printConfig(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	c.warn(a.logger, a.fileKeys.all)
-	out, err := yaml.Marshal(configDocument(target, c))
+	doc, err := configDocument(target, c)
+	if err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("print the configuration: %w", err)
 	}
@@ -80,17 +85,28 @@ func wantsHelp(args []string) bool {
 }
 
 // configDocument is the configuration of target as a config file: a
-// heading comment, then each of its flags that a file may set, the shared
-// ones first, with its value and its source as a comment.
-func configDocument(target *cobra.Command, c *configuration) *yaml.Node {
+// heading comment, then each of its flags that a file may set and that is
+// not at its default, the shared ones first, with its value and its source
+// as a comment; then, commented out, the flags at their defaults, so that
+// the document read back as a config file sets only what was set.
+func configDocument(target *cobra.Command, c *configuration) (*yaml.Node, error) {
 	m := &yaml.Node{Kind: yaml.MappingNode}
+	var defaults []string
+	var err error
 	add := func(f *pflag.Flag) {
-		if notInFile[f.Name] {
+		if notInFile[f.Name] || err != nil {
 			return
 		}
 		key := &yaml.Node{Kind: yaml.ScalarNode, Value: f.Name}
 		value, redacted := valueNode(f)
-		value.LineComment = c.sources[f.Name].String()
+		src, set := c.sources[f.Name]
+		if !set {
+			var line string
+			line, err = commentedOut(key, value)
+			defaults = append(defaults, line)
+			return
+		}
+		value.LineComment = src.String()
 		if redacted {
 			value.LineComment += ", redacted"
 		}
@@ -98,7 +114,23 @@ func configDocument(target *cobra.Command, c *configuration) *yaml.Node {
 	}
 	target.InheritedFlags().VisitAll(add)
 	target.LocalFlags().VisitAll(add)
-	return &yaml.Node{Kind: yaml.DocumentNode, HeadComment: heading(target, c), Content: []*yaml.Node{m}}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, HeadComment: heading(target, c), Content: []*yaml.Node{m}}
+	if len(defaults) > 0 {
+		doc.FootComment = "# " + defaultsHeading + "\n" + strings.Join(defaults, "\n")
+	}
+	return doc, err
+}
+
+// defaultsHeading precedes the flags at their defaults in configDocument.
+const defaultsHeading = "At their defaults (uncomment a key to set it):"
+
+// commentedOut returns key: value as a YAML comment line.
+func commentedOut(key, value *yaml.Node) (string, error) {
+	out, err := yaml.Marshal(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{key, value}})
+	if err != nil {
+		return "", fmt.Errorf("print the configuration: %w", err)
+	}
+	return "# " + strings.TrimSuffix(string(out), "\n"), nil
 }
 
 // heading says what configDocument shows and which config file it read.

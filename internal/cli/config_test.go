@@ -56,6 +56,16 @@ func parseShown(t *testing.T, out string) map[string]shownKey {
 		}
 		keys[m.Content[i].Value] = shownKey{value: v, source: strings.TrimPrefix(m.Content[i+1].LineComment, "# ")}
 	}
+	_, defaults, _ := strings.Cut(out, "# "+defaultsHeading+"\n")
+	for _, line := range strings.Split(strings.TrimSpace(defaults), "\n") {
+		var kv map[string]any
+		if err := yaml.Unmarshal([]byte(strings.TrimPrefix(line, "# ")), &kv); err != nil || len(kv) != 1 {
+			t.Fatalf("outbox config printed %q among the defaults: %v", line, err)
+		}
+		for k, v := range kv {
+			keys[k] = shownKey{value: v, source: "default"}
+		}
+	}
 	return keys
 }
 
@@ -428,5 +438,42 @@ func TestConfigFile_UnknownSectionOrSectionKeyIsAnError(t *testing.T) {
 		if res.code != exitUsage || !strings.Contains(res.stderr, "config file "+file+tc.want) {
 			t.Errorf("file %q: exit %d, stderr %q; want exit %d and %q", tc.content, res.code, res.stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// What 'outbox config' prints for a command is a config file that the
+// command itself runs with: the keys at their defaults are not set by it,
+// so that no flag counts as given that was not.
+func TestConfigCommand_OutputRunsTheCommand(t *testing.T) {
+	t.Parallel()
+	_, schema := pgtest.Schema(t)
+	env := map[string]string{"OUTBOX_DATABASE_URL": pgtest.URL(), "OUTBOX_SCHEMA": schema}
+	for _, args := range [][]string{{"migrate"}, {"cleanup", "--older-than", "720h"}} {
+		printed := runCLI(t, env, append([]string{"config"}, args...)...)
+		if printed.code != exitOK {
+			t.Fatalf("outbox config %s: exit %d, stderr:\n%s", args, printed.code, printed.stderr)
+		}
+		file := writeConfig(t, 0o600, printed.stdout)
+		res := runCLI(t, nil, args[0], "--config", file)
+		if res.code != exitOK {
+			t.Errorf("outbox %s --config <its printed configuration>: exit %d, stderr:\n%s\nfile:\n%s", args[0], res.code, res.stderr, printed.stdout)
+		}
+	}
+}
+
+// A mapping as the value of a key that is a flag (and no command) is that
+// key's bad value, not an unknown section; an empty secret is no secret to
+// warn about.
+func TestConfigFile_MappingForAFlagAndEmptySecret(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, 0o600, "topic-route:\n  Order: orders\n")
+	res := runCLI(t, nil, "version", "--config", file)
+	want := "config file " + file + ":1: invalid value for key topic-route: takes a value or a list, not a mapping"
+	if res.code != exitUsage || !strings.Contains(res.stderr, want) {
+		t.Errorf("exit %d, stderr %q; want exit %d and %q", res.code, res.stderr, exitUsage, want)
+	}
+	open := writeConfig(t, 0o644, "kafka-sasl-password: \"\"\nstatus-token: \"\"\n")
+	if res := runCLI(t, nil, "config", "relay", "--config", open); res.code != exitOK || strings.Contains(res.stderr, "chmod 600") {
+		t.Errorf("empty secrets in a readable file: exit %d, stderr %q; want %d and no warning", res.code, res.stderr, exitOK)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -133,9 +135,14 @@ func fileError(path string, line int, format string, args ...any) error {
 // command, and every key of a section that is no flag of its command.
 func (c *configFile) checkKeys(k fileKeys) error {
 	errs := []error{c.checkEntries(c.entries, k.all, "no command has a flag --%s")}
-	for name, sec := range c.sections {
+	for _, name := range slices.Sorted(maps.Keys(c.sections)) {
+		sec := c.sections[name]
 		flags, ok := k.byCommand[name]
-		if !ok {
+		switch _, flag := k.all[name]; {
+		case !ok && flag:
+			errs = append(errs, fileError(c.path, sec.line, "invalid value for key %s: takes a value or a list, not a mapping", name))
+			continue
+		case !ok:
 			errs = append(errs, fileError(c.path, sec.line, "unknown section %q: no command %s", name, name))
 			continue
 		}
@@ -262,17 +269,18 @@ func (c *configFile) exposedSecrets(keys map[string]string) []string {
 		}
 	}
 	add("", c.entries)
-	for name, sec := range c.sections {
-		add(name+".", sec.entries)
+	for _, name := range slices.Sorted(maps.Keys(c.sections)) {
+		add(name+".", c.sections[name].entries)
 	}
 	return secrets
 }
 
 // holdsSecret reports whether v, the value of a key of that sensitivity,
-// holds a secret: any value of a secret, a URL with a password.
+// holds a secret: any value of a secret but the empty one, a URL with a
+// password.
 func holdsSecret(sensitivity string, v *yaml.Node) bool {
 	switch {
-	case sensitivity == "" || isNull(v):
+	case sensitivity == "" || isNull(v) || v.Kind == yaml.ScalarNode && v.Value == "":
 		return false
 	case sensitivity == sensitiveURL && v.Kind == yaml.ScalarNode:
 		return RedactURL(v.Value) != v.Value
