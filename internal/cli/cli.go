@@ -176,7 +176,7 @@ func runApp(ctx context.Context, p Program, a *app, args []string) int {
 			cmd = root
 		}
 		if name, ok := labCommand(err); ok {
-			fmt.Fprintf(stderr, "'%s' is a command of outbox-lab, the outbox command with its lab: go run ./cmd/outbox-lab %s\n", name, name)
+			fmt.Fprintf(stderr, "'%s' is a command of outbox-lab, the outbox command with its lab (in the outbox repository: go run ./cmd/outbox-lab %s)\n", name, name)
 		}
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return exitUsage

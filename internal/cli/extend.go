@@ -82,8 +82,8 @@ func NoArgs(cmd *cobra.Command, args []string) error { return noArgs(cmd, args) 
 // environment variable or by the config file.
 func Changed(fs *pflag.FlagSet, name string) bool { return changed(fs, name) }
 
-// MarkSensitive marks flags whose values must never be shown (a URL with a
-// password, say).
+// MarkSensitive marks flags whose values must never be shown (a password, a
+// token); a URL whose password alone is hidden is [MarkSensitiveURL]'s.
 func MarkSensitive(fs *pflag.FlagSet, names ...string) { markSensitive(fs, names...) }
 
 // MarkSensitiveURL marks flags whose values are database URLs or DSNs:
