@@ -8,8 +8,8 @@ import (
 )
 
 // labPackages are what the production binary must not link: the
-// fault-injection harness and its proxy, the bench, the demo and the
-// reference order system. cmd/outbox-lab has them.
+// fault-injection harness and its proxy, the bench, the demo, the
+// reference order system and SQLite. cmd/outbox-lab has them.
 var labPackages = []string{
 	"github.com/outbox-dev/outbox/internal/chaos",
 	"github.com/outbox-dev/outbox/internal/bench",
@@ -17,6 +17,8 @@ var labPackages = []string{
 	"github.com/outbox-dev/outbox/internal/cli/lab",
 	"github.com/outbox-dev/outbox/examples/",
 	"github.com/Shopify/toxiproxy",
+	"github.com/outbox-dev/outbox/store/sqlitestore",
+	"modernc.org/sqlite",
 }
 
 func TestOutbox_LinksNoLabPackage(t *testing.T) {

@@ -63,7 +63,7 @@ func main() {
 	flag.Parse()
 	cfg.Brokers = strings.Split(*brokers, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C ends the process at once
 	if err := run(ctx, cfg); err != nil {
 		cfg.Logger.Error("quickstart failed", slog.Any("error", err))
 		os.Exit(1)
@@ -77,8 +77,8 @@ CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, amount_cents bigint NOT 
 CREATE TABLE IF NOT EXISTS invoices (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	order_id text NOT NULL, amount_cents bigint NOT NULL);`
 
-// run serves POST /orders, relays the outbox and consumes the events until
-// ctx ends, then stops the three in that order.
+// run sets up the tables, the relay and the consumer, and serves until ctx
+// ends (see serve).
 func run(ctx context.Context, cfg config) error {
 	log := cfg.Logger
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
@@ -126,10 +126,9 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := r.Start(ctx); err != nil {
+	if err := r.Start(context.WithoutCancel(ctx)); err != nil { // stopped after the HTTP server
 		return err
 	}
-	defer r.Stop(context.Background()) // waits for the acks in flight
 	// readme:end
 
 	// readme:consume
@@ -152,21 +151,35 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	// readme:end
+	log.Info("listening", slog.String("addr", ln.Addr().String()))
+	return serve(ctx, ln, placeOrder(pool, st, log), r, c)
+}
+
+// serve serves POST /orders on ln and consumes until ctx ends or the relay
+// or the consumer stops on its own; then it stops the HTTP server, the
+// consumer and last the relay, which publishes what the server committed.
+func serve(ctx context.Context, ln net.Listener, place http.Handler, r *relay.Relay, c *consumer.Runner) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go func() { <-r.Stopped(); cancel() }() // the relay stopped on its own: stop the rest
 	consumed := make(chan error, 1)
 	go func() { defer cancel(); consumed <- c.Run(ctx) }() // returns once ctx ends
 
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", placeOrder(pool, st, log))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	shut := make(chan error, 1)
-	go func() { <-ctx.Done(); shut <- srv.Shutdown(context.Background()) }()
-	log.Info("listening", slog.String("addr", ln.Addr().String()))
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	mux.Handle("POST /orders", place)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	<-ctx.Done()
+
+	shutCtx, done := context.WithTimeout(context.Background(), 30*time.Second)
+	defer done()
+	err := srv.Shutdown(shutCtx)
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
 	}
-	return errors.Join(<-shut, <-consumed)
+	return errors.Join(err, <-consumed, r.Stop(shutCtx)) // Stop: the relay's own cause, if any
 }
 
 // order is the body of POST /orders and the payload of OrderPlaced.

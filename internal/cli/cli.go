@@ -1,7 +1,8 @@
 // Package cli is the outbox command line: the command tree, the flags (each
-// also settable by an OUTBOX_* environment variable), logging, and the
-// commands. Each command is a thin layer over a library package, so that
-// whatever the command line does, a Go program can do too.
+// also settable by an OUTBOX_* environment variable and by a key of the
+// config file), logging, and the commands. Each command is a thin layer
+// over a library package, so that whatever the command line does, a Go
+// program can do too.
 //
 // To add a command, write a func(*app) *cobra.Command in a file of its own,
 // give it a Short, a Long, an Example and a GroupID, and list it in
@@ -9,6 +10,20 @@
 // for free (the root's PersistentPreRunE sets them up, so a command must not
 // set a PersistentPreRun of its own); it opens the database with
 // [app.openStore] and reports a bad flag with [flagError].
+//
+// # Configuration
+//
+// A flag takes its value from the command line, else from its environment
+// variable (env.go), else from the config file, else from its default
+// (configure.go). The config file (configfile.go), named by --config or
+// OUTBOX_CONFIG and read by every command, is a YAML mapping from flag
+// names to values, a list flag's as a YAML list or a comma-separated
+// string; each value goes through the flag's own parser. One file serves
+// every command: a key that is a flag of the running command sets it, a
+// key that is a flag of another command only is skipped, and a key that is
+// no flag of any command of the tree is an error. 'outbox config'
+// (config.go) prints what a command would run with and where each value
+// comes from, secrets hidden (markSensitive, markSensitiveURL).
 //
 // These are the production commands, the 'outbox' binary. A [Program] adds
 // commands defined outside this package to the same tree, through the seam
@@ -59,6 +74,7 @@ var commands = []func(*app) *cobra.Command{
 	newDLQCommand,
 	newReplayCommand,
 	newCleanupCommand,
+	newConfigCommand,
 	newVersionCommand,
 }
 
@@ -68,10 +84,14 @@ type app struct {
 	stdout, stderr io.Writer
 	lookupEnv      LookupEnv
 
+	configFile  string
 	databaseURL string
 	schema      string
 	logLevel    string
 	logFormat   string
+
+	// fileKeys are the keys a config file may hold (see keysOf).
+	fileKeys fileKeys
 
 	// logger is set before any command's RunE runs.
 	logger *slog.Logger
@@ -156,7 +176,7 @@ func runApp(ctx context.Context, p Program, a *app, args []string) int {
 			cmd = root
 		}
 		if name, ok := labCommand(err); ok {
-			fmt.Fprintf(stderr, "'%s' is a command of outbox-lab, the outbox command with its lab: go run ./cmd/outbox-lab %s\n", name, name)
+			fmt.Fprintf(stderr, "'%s' is a command of outbox-lab, the outbox command with its lab (in the outbox repository: go run ./cmd/outbox-lab %s)\n", name, name)
 		}
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return exitUsage
@@ -195,10 +215,20 @@ Start with 'outbox migrate' to create the outbox tables, then run
 
 Every flag can also be set by an environment variable: OUTBOX_ followed by
 the flag name in upper case with '_' for '-' (--database-url is
-OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
+OUTBOX_DATABASE_URL), and by a key of the config file that --config (or
+OUTBOX_CONFIG) names: a YAML mapping from flag names to values, read by
+every command, each taking the keys that are its flags. A flag on the
+command line wins over the environment, which wins over the file. 'outbox
+config relay' prints the configuration 'outbox relay' would run with and
+where each value comes from.`,
 		Example: `  export OUTBOX_DATABASE_URL=postgres://app@localhost:5432/app
   outbox migrate
-  outbox relay --kafka-brokers kafka-1:9092,kafka-2:9092`,
+  outbox relay --kafka-brokers kafka-1:9092,kafka-2:9092
+
+  # Every command configured by one file:
+  export OUTBOX_CONFIG=/etc/outbox/outbox.yaml
+  outbox config relay
+  outbox relay`,
 		Version:           buildVersion(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,
@@ -219,12 +249,14 @@ OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 
 	pf := root.PersistentFlags()
+	pf.StringVar(&a.configFile, configFlag, "",
+		"YAML `file` of flag values that every command reads: keys are flag names (default: none)")
 	pf.StringVar(&a.databaseURL, "database-url", "",
-		"PostgreSQL connection `URL` or key=value DSN (required by commands that use the database; keep a password in the environment rather than on the command line)")
+		"PostgreSQL connection `URL` or key=value DSN (required by commands that use the database; keep a password in the environment or the config file rather than on the command line)")
 	pf.StringVar(&a.schema, "schema", pgstore.DefaultSchema, "PostgreSQL `schema` that holds the outbox tables")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	pf.StringVar(&a.logFormat, "log-format", "text", "log `format` on stderr: text or json")
-	markSensitive(pf, "database-url")
+	markSensitiveURL(pf, "database-url")
 
 	used := map[string]bool{}
 	for _, newCmd := range commands {
@@ -243,15 +275,40 @@ OUTBOX_DATABASE_URL). A flag on the command line wins over the environment.`,
 		}
 	}
 	annotateEnv(root)
+	a.fileKeys = keysOf(root)
 	return root
 }
 
+// selfConfigured is the annotation of a command that configures flags by
+// itself (see configure): setup only gives it a logger.
+const selfConfigured = "outbox_self_configured"
+
 // setup runs before every command: it fills unchanged flags from the
-// environment and builds the logger.
+// environment and the config file, and builds the logger. The help command
+// and a self-configured one only get the logger, so that help works
+// whatever the environment and the file hold.
 func (a *app) setup(cmd *cobra.Command, _ []string) error {
-	if err := bindEnv(cmd.Flags(), a.lookupEnv); err != nil {
-		return &usageError{err}
+	if _, ok := cmd.Annotations[selfConfigured]; ok || isHelpCommand(cmd) {
+		return a.setLogger()
 	}
+	c, err := a.configure(cmd)
+	if err != nil {
+		return err
+	}
+	if err := a.setLogger(); err != nil {
+		return err
+	}
+	c.warn(a.logger, a.fileKeys.all)
+	return nil
+}
+
+// isHelpCommand reports whether cmd is cobra's help command.
+func isHelpCommand(cmd *cobra.Command) bool {
+	return cmd.Name() == "help" && cmd.Parent() == cmd.Root()
+}
+
+// setLogger builds the logger of --log-level and --log-format.
+func (a *app) setLogger() error {
 	logger, err := newLogger(a.stderr, a.logLevel, a.logFormat)
 	if err != nil {
 		return err
@@ -323,8 +380,8 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// changed reports whether the flag was given on the command line or by its
-// environment variable.
+// changed reports whether the flag was given on the command line, by its
+// environment variable or by the config file.
 func changed(fs *pflag.FlagSet, name string) bool {
 	f := fs.Lookup(name)
 	return f != nil && f.Changed

@@ -79,35 +79,62 @@ func splitList(v string) []string {
 // annotateEnv appends the environment variable to the help text of every
 // flag in the command tree under root, so that --help shows it.
 func annotateEnv(root *cobra.Command) {
-	seen := map[*pflag.Flag]bool{}
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		annotate := func(f *pflag.Flag) {
-			if seen[f] || noEnv[f.Name] {
-				return
-			}
-			seen[f] = true
+	walkFlags(root, func(f *pflag.Flag) {
+		if !noEnv[f.Name] {
 			f.Usage += " [$" + EnvName(f.Name) + "]"
 		}
-		c.PersistentFlags().VisitAll(annotate)
-		c.Flags().VisitAll(annotate)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
+	})
 }
+
+// Values of sensitiveAnnotation: how 'outbox config' shows the value.
+const (
+	sensitiveSecret = "secret" // not at all: "(set)"
+	sensitiveURL    = "url"    // with its passwords replaced (RedactURL)
+)
 
 // markSensitive marks flags whose values must never be shown.
 func markSensitive(fs *pflag.FlagSet, names ...string) {
+	annotate(fs, sensitiveSecret, names)
+}
+
+// markSensitiveURL marks flags whose values are database URLs or DSNs:
+// they are shown only with their passwords replaced (RedactURL).
+func markSensitiveURL(fs *pflag.FlagSet, names ...string) {
+	annotate(fs, sensitiveURL, names)
+}
+
+func annotate(fs *pflag.FlagSet, kind string, names []string) {
 	for _, name := range names {
-		if err := fs.SetAnnotation(name, sensitiveAnnotation, []string{"true"}); err != nil {
+		if err := fs.SetAnnotation(name, sensitiveAnnotation, []string{kind}); err != nil {
 			panic(fmt.Sprintf("cli: mark %s sensitive: %v", name, err))
 		}
 	}
 }
 
 func isSensitive(f *pflag.Flag) bool {
-	_, ok := f.Annotations[sensitiveAnnotation]
-	return ok
+	return sensitivity(f) != ""
+}
+
+// sensitivity returns sensitiveSecret or sensitiveURL for a sensitive
+// flag, "" for another.
+func sensitivity(f *pflag.Flag) string {
+	if kind := f.Annotations[sensitiveAnnotation]; len(kind) > 0 {
+		return kind[0]
+	}
+	return ""
+}
+
+// shownValue returns f's value fit to print: a URL flag's with its
+// passwords replaced, another sensitive flag's as "(set)" (or empty when
+// it is), and whether it differs from the real one.
+func shownValue(f *pflag.Flag) (string, bool) {
+	v := f.Value.String()
+	switch kind := sensitivity(f); {
+	case kind == "" || v == "":
+		return v, false
+	case kind == sensitiveURL:
+		shown := RedactURL(v)
+		return shown, shown != v
+	}
+	return "(set)", true
 }

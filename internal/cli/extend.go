@@ -78,13 +78,17 @@ func UsageError(err error) error { return &usageError{err} }
 // NoArgs rejects positional arguments as a usage error.
 func NoArgs(cmd *cobra.Command, args []string) error { return noArgs(cmd, args) }
 
-// Changed reports whether the flag was given on the command line or by its
-// environment variable.
+// Changed reports whether the flag was given on the command line, by its
+// environment variable or by the config file.
 func Changed(fs *pflag.FlagSet, name string) bool { return changed(fs, name) }
 
-// MarkSensitive marks flags whose values must never be shown (a URL with a
-// password, say).
+// MarkSensitive marks flags whose values must never be shown (a password, a
+// token); a URL whose password alone is hidden is [MarkSensitiveURL]'s.
 func MarkSensitive(fs *pflag.FlagSet, names ...string) { markSensitive(fs, names...) }
+
+// MarkSensitiveURL marks flags whose values are database URLs or DSNs:
+// they are shown only with their passwords replaced.
+func MarkSensitiveURL(fs *pflag.FlagSet, names ...string) { markSensitiveURL(fs, names...) }
 
 // KafkaFlags are the Kafka flags of 'outbox relay': brokers, client, topics
 // and producer limits, TLS and SASL.

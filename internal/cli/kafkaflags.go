@@ -79,7 +79,7 @@ func addKafkaSecurityFlags(fs *pflag.FlagSet, k *kafkaFlags) {
 
 	fs.StringVar(&k.saslMechanism, "kafka-sasl-mechanism", "", "SASL `mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: no authentication)")
 	fs.StringVar(&k.saslUsername, "kafka-sasl-username", "", "SASL `user` name")
-	fs.StringVar(&k.saslPassword, "kafka-sasl-password", "", "SASL `password`; prefer the environment variable, command lines are visible to other users")
+	fs.StringVar(&k.saslPassword, "kafka-sasl-password", "", "SASL `password`; prefer the environment variable or the config file, command lines are visible to other users")
 	markSensitive(fs, "kafka-sasl-password")
 }
 

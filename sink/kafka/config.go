@@ -108,8 +108,9 @@ type Config struct {
 	// Security configures TLS and SASL. Defaults to plaintext without
 	// authentication.
 	Security Security
-	// Logger receives the client's warnings and errors. Defaults to
-	// slog.Default().
+	// Logger receives the client's warnings and errors, and at debug level
+	// a line per acknowledged record with its key (the aggregate id: keep
+	// debug off where ids are personal data). Defaults to slog.Default().
 	Logger *slog.Logger
 	// ExtraOpts are passed to kgo.NewClient after the options built from
 	// the fields above, so they override them. Defaults to none.

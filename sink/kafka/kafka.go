@@ -250,7 +250,7 @@ func (s *Sink) produce(ctx context.Context, krecs []*kgo.Record, errs []error) {
 		s.client.Produce(ctx, kr, func(r *kgo.Record, err error) {
 			s.settle(key, keyed, p, err)
 			if err == nil {
-				s.acknowledged(r)
+				s.acknowledged(r, key.id)
 			}
 			results <- result{i, err}
 		})
@@ -405,19 +405,13 @@ func (s *Sink) produceAlone(ctx context.Context, kr *kgo.Record, errs []error) {
 
 // acknowledged logs r, which the broker acknowledged, at debug level: its
 // topic, partition, offset, key and message id.
-func (s *Sink) acknowledged(r *kgo.Record) {
+func (s *Sink) acknowledged(r *kgo.Record, id uuid.UUID) {
 	if !s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	var id string
-	for _, h := range r.Headers {
-		if h.Key == HeaderEventID {
-			id = string(h.Value)
-		}
-	}
 	s.cfg.Logger.Debug("kafka: record acknowledged", slog.String("topic", r.Topic),
 		slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset),
-		slog.String("key", string(r.Key)), slog.String("message_id", id))
+		slog.String("key", string(r.Key)), slog.String("message_id", id.String()))
 }
 
 // Ping checks that a broker is reachable and answers. Its error is passed

@@ -19,7 +19,8 @@ import (
 // back they are gone, as if never enqueued. That is the point of the outbox:
 // the events commit or vanish together with the business change. tx is a
 // transaction by its type: a pool or a connection, which would commit the
-// events on their own, is not accepted.
+// events on their own, is not accepted. A nil tx is an error; a nil
+// pointer in a non-nil pgx.Tx is a programming error and panics.
 //
 // Enqueue first fills in defaults and validates every message with
 // [outbox.Prepare]; an invalid message gives a *[outbox.ValidationError]

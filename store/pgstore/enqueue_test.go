@@ -278,3 +278,19 @@ func TestEnqueue_ThousandMessagesIsOneStatement(t *testing.T) {
 		t.Errorf("%d rows, want 1000", n)
 	}
 }
+
+func TestEnqueue_NilTransactionIsAnErrorAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := pgstoretest.Context(t)
+	msg := pgstoretest.Msg("Order", "1")
+	if err := b.Store.Enqueue(ctx, nil, msg); err == nil || !strings.Contains(err.Error(), "nil transaction") {
+		t.Errorf("Enqueue(nil pgx.Tx) = %v, want a nil transaction error", err)
+	}
+	if err := b.Store.SQL().Enqueue(ctx, nil, msg); err == nil || !strings.Contains(err.Error(), "nil transaction") {
+		t.Errorf("SQL().Enqueue(nil *sql.Tx) = %v, want a nil transaction error", err)
+	}
+	if n := b.Count(t); n != 0 {
+		t.Errorf("%d rows after enqueues without a transaction, want 0", n)
+	}
+}

@@ -79,7 +79,7 @@ speaks plaintext only.`,
 	fs.StringVar(&cfg.Listen, "listen", demo.DefaultListen, "`host:port` of the order service's HTTP API (port 0 picks a free port)")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", demo.DefaultDrainTimeout, "longest wait for the backlog to drain after the load stopped")
 	cli.AddKafkaSecurityFlags(fs, &kf) // the relay's TLS and SASL flags; the other --kafka-* flags do not apply
-	cli.MarkSensitive(fs, "db")
+	cli.MarkSensitiveURL(fs, "db")
 	return cmd
 }
 
