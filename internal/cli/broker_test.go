@@ -15,7 +15,7 @@ func TestBroker_ServesUntilCancelledAndPrintsItsAddress(t *testing.T) {
 	t.Parallel()
 	stdout, stderr, stop, done := startCLI(nil, "broker", "--listen", "127.0.0.1:0", "--partitions", "2")
 	defer stop()
-	stdout.waitFor(t, "\n", 30*time.Second, done)
+	stdout.WaitFor(t, "\n", 30*time.Second, done)
 	line := strings.TrimSpace(stdout.String())
 	const prefix = "broker listening on "
 	if !strings.HasPrefix(line, prefix) {

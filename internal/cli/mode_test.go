@@ -98,7 +98,7 @@ func TestRelay_NotReadyOnceTheOutboxSwitchesToCDC(t *testing.T) {
 	_, stderr, stop, done := startCLI(relayEnv(t, f), "relay")
 	defer stop()
 	base := adminAddr(t, stderr, done)
-	stderr.waitFor(t, `msg="relay mode" mode=claim`, 30*time.Second, done)
+	stderr.WaitFor(t, `msg="relay mode" mode=claim`, 30*time.Second, done)
 	f.mustRun(t, exitOK, "mode", "set", "cdc")
 	deadline := time.Now().Add(30 * time.Second)
 	for {

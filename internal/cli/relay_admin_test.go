@@ -229,7 +229,7 @@ func drainRate(b *testing.B, backlog, n int) float64 {
 		sc := startScrapers(base, n)
 		defer sc.halt()
 	}
-	stderr.waitFor(b, "relay started", 30*time.Second, done)
+	stderr.WaitFor(b, "relay started", 30*time.Second, done)
 	b.StartTimer()
 	began := time.Now()
 	f.waitSent(b, 10*time.Minute, stderr)

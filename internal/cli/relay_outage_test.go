@@ -73,7 +73,7 @@ func (f *opsFixture) waitSent(t testing.TB, within time.Duration, stderr *syncBu
 // adminAddr is the admin endpoint's address from the relay's logs.
 func adminAddr(t testing.TB, stderr *syncBuffer, done <-chan int) string {
 	t.Helper()
-	stderr.waitFor(t, `"admin endpoint listening"`, 30*time.Second, done)
+	stderr.WaitFor(t, `"admin endpoint listening"`, 30*time.Second, done)
 	m := regexp.MustCompile(`"admin endpoint listening" addr=(\S+)`).FindStringSubmatch(stderr.String())
 	return "http://" + m[1]
 }
@@ -106,7 +106,7 @@ func testDatabaseAwayAtStart(t *testing.T, mode string) {
 	_, stderr, stop, done := startCLI(env, "relay", "--mode", mode)
 	defer stop()
 	base := adminAddr(t, stderr, done)
-	stderr.waitFor(t, "database not reachable; waiting for it", 30*time.Second, done)
+	stderr.WaitFor(t, "database not reachable; waiting for it", 30*time.Second, done)
 
 	resp, err := http.Get(base + "/readyz")
 	if err != nil {
@@ -211,7 +211,7 @@ func TestRelay_DefaultAdminAddressTaken_RunsWithoutTheEndpoint(t *testing.T) {
 
 	_, stderr, stop, done := startCLI(env, "relay")
 	defer stop()
-	stderr.waitFor(t, "admin endpoint off: its default address is in use", 30*time.Second, done)
+	stderr.WaitFor(t, "admin endpoint off: its default address is in use", 30*time.Second, done)
 	if !strings.Contains(stderr.String(), "127.0.0.1:0") {
 		t.Errorf("the warning does not say how to choose another address:\n%s", stderr.String())
 	}
@@ -285,7 +285,7 @@ func TestRelay_BrokerAwayAtStart_WaitsThenPublishes(t *testing.T) {
 	_, stderr, stop, done := startCLI(env, "relay")
 	defer stop()
 	base := adminAddr(t, stderr, done)
-	stderr.waitFor(t, "Kafka brokers not reachable yet", 30*time.Second, done)
+	stderr.WaitFor(t, "Kafka brokers not reachable yet", 30*time.Second, done)
 	resp, err := http.Get(base + "/readyz")
 	if err != nil {
 		t.Fatal(err)

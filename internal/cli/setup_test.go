@@ -61,8 +61,8 @@ func testRelayBeforeMigrate(t *testing.T, mode string) {
 	_, stderr, stop, done := startCLI(env, "relay", "--mode", mode, "--topic-route", "Order=orders", "--kafka-auto-create-topics")
 	defer stop()
 	fix := "run 'outbox migrate --schema " + schema + "'"
-	stderr.waitFor(t, "outbox tables missing", 30*time.Second, done)
-	stderr.waitFor(t, `"admin endpoint listening"`, 30*time.Second, done)
+	stderr.WaitFor(t, "outbox tables missing", 30*time.Second, done)
+	stderr.WaitFor(t, `"admin endpoint listening"`, 30*time.Second, done)
 	base := "http://" + regexp.MustCompile(`"admin endpoint listening" addr=(\S+)`).FindStringSubmatch(stderr.String())[1]
 
 	code, checks := readyz(t, base)
@@ -107,7 +107,7 @@ func testRelayBeforeMigrate(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	consumeOne(ctx, t, cluster.ListenAddrs(), "orders", stderr)
-	stderr.waitFor(t, "outbox tables found; the relay goes on", 10*time.Second, done)
+	stderr.WaitFor(t, "outbox tables found; the relay goes on", 10*time.Second, done)
 	if n := strings.Count(stderr.String(), "outbox tables missing"); n != 1 {
 		t.Errorf("the missing tables are logged %d times, want once:\n%s", n, stderr)
 	}

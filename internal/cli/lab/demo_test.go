@@ -28,7 +28,7 @@ func TestDemo_RunsAndExitsZeroWhenEveryCheckPasses(t *testing.T) {
 func TestDemo_InterruptStopsTheLoadAndStillChecks(t *testing.T) {
 	stdout, stderr, stop, done := startCLI(nil, "demo", "--duration", "10m", "--rate", "10", "--data-dir", t.TempDir())
 	defer stop()
-	stdout.waitFor(t, "invoices", 60*time.Second, done) // the first progress line
+	stdout.WaitFor(t, "invoices", 60*time.Second, done) // the first progress line
 	stop()
 	if code := exitCode(t, done, stderr); code != exitOK {
 		t.Fatalf("exit %d after interrupt; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())

@@ -62,7 +62,7 @@ func TestExampleOrders_ServesTheAPIAndStopsCleanly(t *testing.T) {
 	}
 	stdout, stderr, cancel, done := startCLI(env, "example", "orders", "--listen", "127.0.0.1:0", "--orders-schema", schema)
 	defer cancel()
-	stdout.waitFor(t, "orders listening on", 30*time.Second, done)
+	stdout.WaitFor(t, "orders listening on", 30*time.Second, done)
 	url := ordersAddrRe.FindStringSubmatch(stdout.String())[1]
 
 	resp, err := http.Post(url+"/orders", "application/json", bytes.NewBufferString(`{"customerId":"C-1","amount":"150.00","currency":"EUR"}`))
@@ -127,7 +127,7 @@ func TestExampleConsumers_TwoStartingAtOnceBothCreateTheirTablesAndRun(t *testin
 		all = append(all, running{stderr, cancel, done})
 	}
 	for _, r := range all {
-		r.stderr.waitFor(t, "consumer started", 30*time.Second, r.done)
+		r.stderr.WaitFor(t, "consumer started", 30*time.Second, r.done)
 	}
 	for _, r := range all {
 		r.cancel()

@@ -1,14 +1,12 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"strings"
-	"sync"
+	"io"
 	"testing"
-	"time"
 
 	"github.com/outbox-dev/outbox/internal/cli"
+	"github.com/outbox-dev/outbox/internal/cli/clitest"
 )
 
 // The exit statuses of Main.
@@ -18,45 +16,13 @@ const (
 	exitUsage = 2
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor polls b until it contains s, or fails the test after timeout.
-func (b *syncBuffer) waitFor(t testing.TB, s string, timeout time.Duration, done <-chan int) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(b.String(), s) {
-		select {
-		case code := <-done:
-			t.Fatalf("command exited with %d before printing %q; output:\n%s", code, s, b.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within %s; output:\n%s", s, timeout, b.String())
-		}
-	}
-}
+// syncBuffer is a buffer safe for a command writing while the test reads.
+type syncBuffer = clitest.Buffer
 
 // run runs the outbox-lab command line with env as its whole environment,
 // so that tests need not touch the process environment and can run in
 // parallel.
-func run(ctx context.Context, env map[string]string, args []string, stdout, stderr *syncBuffer) int {
+func run(ctx context.Context, env map[string]string, args []string, stdout, stderr io.Writer) int {
 	lookup := func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
@@ -69,34 +35,28 @@ type cliResult struct {
 	stdout, stderr string
 }
 
+// withEnv is the outbox-lab command line with env as its whole environment.
+func withEnv(env map[string]string) clitest.Main {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return run(ctx, env, args, stdout, stderr)
+	}
+}
+
 // runCLI runs the command line in-process with env as its environment.
 func runCLI(t testing.TB, env map[string]string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var stdout, stderr syncBuffer
-	code := run(ctx, env, args, &stdout, &stderr)
-	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	r := clitest.Run(t, withEnv(env), args...)
+	return cliResult{code: r.Code, stdout: r.Stdout, stderr: r.Stderr}
 }
 
 // startCLI runs the command line in the background until the returned
 // cancel is called; the exit code arrives on the channel.
 func startCLI(env map[string]string, args ...string) (stdout, stderr *syncBuffer, cancel context.CancelFunc, done <-chan int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
-	ch := make(chan int, 1)
-	go func() { ch <- run(ctx, env, args, stdout, stderr) }()
-	return stdout, stderr, cancel, ch
+	return clitest.Start(withEnv(env), args...)
 }
 
 // exitCode waits for a background command to exit.
 func exitCode(t testing.TB, done <-chan int, stderr *syncBuffer) int {
 	t.Helper()
-	select {
-	case code := <-done:
-		return code
-	case <-time.After(60 * time.Second):
-		t.Fatalf("command did not exit within 60s after cancel; stderr:\n%s", stderr.String())
-		return -1
-	}
+	return clitest.ExitCode(t, done, stderr)
 }
