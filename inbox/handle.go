@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,6 +130,35 @@ func handleTx[T any](ctx context.Context, ops txOps[T], consumer string, msg Mes
 		return 0, fmt.Errorf("inbox: handle message %s: commit: %w", msg.ID, err)
 	}
 	return Processed, nil
+}
+
+// sqlTxOps are the operations of the shared logic on database/sql: the
+// transactions of db and the statements of q, ids passed as text; what
+// runs outside a handler's transaction runs on db. isDuplicate recognises
+// the processed record's key violation of db's database, parkedGet reads a
+// parked entry.
+func sqlTxOps(log *slog.Logger, db *sql.DB, q queries, isDuplicate func(error) bool,
+	parkedGet func(context.Context, string, uuid.UUID) (Parked, bool, error)) txOps[*sql.Tx] {
+	return txOps[*sql.Tx]{
+		log:      log,
+		begin:    func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		commit:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
+		rollback: func(_ context.Context, tx *sql.Tx) { _ = tx.Rollback() },
+		markProcessed: func(ctx context.Context, tx *sql.Tx, consumer string, id uuid.UUID) error {
+			_, err := tx.ExecContext(ctx, q.markProcessed, consumer, id.String())
+			return err
+		},
+		isDuplicate: isDuplicate,
+		markReplayed: func(ctx context.Context, tx *sql.Tx, id uuid.UUID) error {
+			_, err := tx.ExecContext(ctx, q.markReplayed, id.String())
+			return err
+		},
+		markReplayedNow: func(ctx context.Context, id uuid.UUID) error {
+			_, err := db.ExecContext(ctx, q.markReplayed, id.String())
+			return err
+		},
+		parkedGet: parkedGet,
+	}
 }
 
 // txOps are the inbox's PostgreSQL operations for the shared logic.

@@ -64,28 +64,7 @@ func (s *SQLInbox) Bind(fn SQLHandlerFunc) *Bound {
 }
 
 // txOps are the inbox's PostgreSQL operations for the shared logic, with
-// database/sql transactions; what runs outside a handler's transaction
-// uses the pool, as [Inbox] does.
+// database/sql transactions over the inbox's pool.
 func (s *SQLInbox) txOps() txOps[*sql.Tx] {
-	q := s.i.q
-	return txOps[*sql.Tx]{
-		log:      s.i.log,
-		begin:    func(ctx context.Context) (*sql.Tx, error) { return s.db.BeginTx(ctx, nil) },
-		commit:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
-		rollback: func(_ context.Context, tx *sql.Tx) { _ = tx.Rollback() },
-		markProcessed: func(ctx context.Context, tx *sql.Tx, consumer string, id uuid.UUID) error {
-			_, err := tx.ExecContext(ctx, q.markProcessed, consumer, id)
-			return err
-		},
-		isDuplicate: isUniqueViolation,
-		markReplayed: func(ctx context.Context, tx *sql.Tx, id uuid.UUID) error {
-			_, err := tx.ExecContext(ctx, q.markReplayed, id)
-			return err
-		},
-		markReplayedNow: func(ctx context.Context, id uuid.UUID) error {
-			_, err := s.i.pool.Exec(ctx, q.markReplayed, id)
-			return err
-		},
-		parkedGet: s.i.parkedGet,
-	}
+	return sqlTxOps(s.i.log, s.db, s.i.q, isUniqueViolation, s.i.parkedGet)
 }

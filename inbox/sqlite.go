@@ -191,26 +191,7 @@ func isPrimaryKeyViolation(err error) bool {
 
 // txOps are the inbox's SQLite operations for the shared logic.
 func (i *SQLiteInbox) txOps() txOps[*sql.Tx] {
-	return txOps[*sql.Tx]{
-		log:      i.log,
-		begin:    func(ctx context.Context) (*sql.Tx, error) { return i.db.BeginTx(ctx, nil) },
-		commit:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
-		rollback: func(_ context.Context, tx *sql.Tx) { _ = tx.Rollback() },
-		markProcessed: func(ctx context.Context, tx *sql.Tx, consumer string, id uuid.UUID) error {
-			_, err := tx.ExecContext(ctx, i.q.markProcessed, consumer, id.String())
-			return err
-		},
-		isDuplicate: isPrimaryKeyViolation,
-		markReplayed: func(ctx context.Context, tx *sql.Tx, id uuid.UUID) error {
-			_, err := tx.ExecContext(ctx, i.q.markReplayed, id.String())
-			return err
-		},
-		markReplayedNow: func(ctx context.Context, id uuid.UUID) error {
-			_, err := i.db.ExecContext(ctx, i.q.markReplayed, id.String())
-			return err
-		},
-		parkedGet: i.parkedGet,
-	}
+	return sqlTxOps(i.log, i.db, i.q, isPrimaryKeyViolation, i.parkedGet)
 }
 
 // Park keeps msg as a message consumer gave up on, like [Inbox.Park]: with
