@@ -41,6 +41,11 @@ var (
 	// ErrTopicUnavailable marks a publish error caused by the record's
 	// topic (see [TopicError]).
 	ErrTopicUnavailable = errors.New("topic unavailable")
+	// ErrNotSent marks the error of a record that a [RunSink] did not
+	// hand to the broker because an earlier record of its aggregate in the
+	// same call failed. The relay gives it back unsent, counting no
+	// attempt; it follows the earlier record.
+	ErrNotSent = errors.New("not sent: an earlier record of its aggregate failed")
 )
 
 // Sink publishes records to a broker.
@@ -52,6 +57,21 @@ type Sink interface {
 	Publish(ctx context.Context, recs []outbox.Record) []error
 	// Close releases the sink's connections.
 	Close() error
+}
+
+// RunSink is implemented by a Sink that can publish a run: several
+// consecutive records of one aggregate in one call. The relay hands a
+// batch holding runs to PublishRuns, and a batch of one record per
+// aggregate to Publish, as it does for any Sink.
+type RunSink interface {
+	Sink
+	// PublishRuns is Publish for recs that may hold several records of one
+	// aggregate, in the aggregate's order. It keeps that order without a
+	// gap: when a record fails, no later record of its aggregate in recs is
+	// acknowledged by the broker, now or later. Each later record gets the
+	// error the broker gave it (it refused them together) or one wrapping
+	// [ErrNotSent].
+	PublishRuns(ctx context.Context, recs []outbox.Record) []error
 }
 
 // Class is how the relay treats a publish error.

@@ -53,6 +53,17 @@ type ClaimParams struct {
 	Limit int
 	// Lease is how long the claim holds the messages.
 	Lease time.Duration
+	// MaxRun is the most consecutive messages of one aggregate the claim
+	// may lease together, its head first (a run): the followers are the
+	// messages right after the head, due and free, taken in seq order until
+	// one is not. 0 and 1 claim heads only. A store that cannot claim runs
+	// ignores it; the relay then publishes one message per aggregate per
+	// batch.
+	MaxRun int
+	// MaxRunBytes bounds a run's payload: a follower joins only while the
+	// payload bytes of the run, head included, stay within it. 0 means no
+	// bound beyond MaxRun and Limit. The head is claimed whatever its size.
+	MaxRunBytes int
 }
 
 // Claim is a batch of messages leased to one relay.
