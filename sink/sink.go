@@ -67,10 +67,10 @@ type RunSink interface {
 	Sink
 	// PublishRuns is Publish for recs that may hold several records of one
 	// aggregate, in the aggregate's order. It keeps that order without a
-	// gap: when a record fails, no later record of its aggregate in recs is
-	// acknowledged by the broker, now or later. Each later record gets the
-	// error the broker gave it (it refused them together) or one wrapping
-	// [ErrNotSent].
+	// gap: a record never reaches the topic ahead of, or without, an
+	// earlier record of its aggregate in recs. So when a record fails, the
+	// later records of its aggregate fail too: with the error the broker
+	// gave them (it refused them together) or one wrapping [ErrNotSent].
 	PublishRuns(ctx context.Context, recs []outbox.Record) []error
 }
 
