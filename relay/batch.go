@@ -3,9 +3,8 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,37 +20,54 @@ import (
 
 // runBatch publishes and marks a claimed batch: SENT for what the broker
 // acknowledged, what the relay's failure.Policy decided for what failed,
-// and released for what the strategy abandoned (strategy.ErrAbandoned)
-// and, while the relay stops, for what the broker could not be reached
-// for. If claimNext, the relay is neither stopping nor pausing,
-// and the strategy can, the mark of what was sent also claims the next
-// batch, which runBatch returns (nil otherwise).
+// and released for what the strategy abandoned (strategy.ErrAbandoned),
+// while the relay stops, for what the broker could not be reached for, and
+// for the later messages of an aggregate whose message was not sent (see
+// sortOut). If claimNext, the relay is neither stopping nor pausing, and
+// the strategy can, the mark of what was sent also claims the next batch,
+// which runBatch returns (nil otherwise).
 func (r *Relay) runBatch(b *batch, claimNext bool) *batch {
 	failpoint.Inject("relay-after-claim")
 	errs := r.publishBatch(b)
 	failpoint.Inject("relay-after-ack")
 	out := r.sortOut(b.claim.Records, errs)
+	r.orderBroken(out)
 	if !out.unavailable && len(out.sent) > 0 {
 		r.pause.Reset()
 	}
+	l := r.lingerAfter(b, claimNext)
+	next := r.settle(b, out, claimNext, l)
+	if next == nil && len(out.sent) > 0 {
+		l.wait() // after every mark, so that none waits for it
+	}
+	return next
+}
+
+// lingerAfter is the worker's wait after b (Config.Linger): none unless
+// it claims next and b was not full.
+func (r *Relay) lingerAfter(b *batch, claimNext bool) *linger {
 	l := &linger{stopping: r.stopping}
 	if claimNext && len(b.claim.Records) < r.cfg.BatchSize {
 		l.d = r.cfg.lingerAt(r.rate.perSecond(time.Now()))
 	}
+	return l
+}
+
+// settle records out: first SENT for what was sent (which may claim the
+// next batch, returned), then the release of what is given back, and only
+// then the failures. A failed message thus stays leased while the later
+// messages of its aggregate go back, so that no relay claims one of them
+// ahead of it.
+func (r *Relay) settle(b *batch, out outcome, claimNext bool, l *linger) *batch {
 	var next *batch
 	if len(out.sent) > 0 {
 		next = r.settleSent(b, out, claimNext, l)
 	}
+	if len(out.released) > 0 {
+		r.settleReleased(b, out)
+	}
 	if len(out.failed) > 0 {
 		r.settleFailed(b, out)
-	}
-	if len(out.released) > 0 {
-		if n, ok := r.giveBack(b, out.released); ok {
-			r.log.Info("released unsent messages", slog.String("reason", out.releaseReason()), slog.Int64("messages", n))
-		}
-	}
-	if next == nil && len(out.sent) > 0 {
-		l.wait() // after every mark, so that none waits for it
 	}
 	return next
 }
@@ -78,54 +94,116 @@ type outcome struct {
 	errs     []error
 	failures []store.Failure
 	// released are the messages whose leases are given back: those the
-	// strategy abandoned (strategy.ErrAbandoned; abandoned counts them) and
-	// those the broker could not be reached for while the relay stops.
-	released  []int64
-	abandoned int
+	// strategy abandoned (strategy.ErrAbandoned; abandoned counts them),
+	// those after a message of their aggregate that was not sent
+	// (followers counts them), those the relay did not hand to a sink that
+	// publishes one message per aggregate (onePerAggregate counts them),
+	// and those the broker could not be reached for while the relay stops.
+	released                              []int64
+	abandoned, followers, onePerAggregate int
+	// broken are the aggregates of which the sink acknowledged a message
+	// after an earlier one of the batch was not sent.
+	broken []aggregate
 	// unavailable is true when a publish found the broker unreachable.
 	unavailable bool
 }
 
 // sortOut sorts recs by their publish's error (errs, index by index) and
-// decides the failures. A publish the strategy abandoned is released
-// whatever else its error wraps: it neither pauses the relay nor counts.
+// decides the failures. Per aggregate, the messages before its first one
+// not acknowledged are sent; that one is sorted by its error (notSent);
+// every later one is a follower (follow).
 func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 	var out outcome
+	var stopped map[aggregate]bool // aggregates with a message not sent; true once broken
 	stopping := r.sendCtx.Err() != nil
 	now := time.Now()
 	for i, rec := range recs {
-		err := errs[i]
-		if err == nil {
+		agg := aggregateOf(rec)
+		switch broken, ok := stopped[agg]; {
+		case ok:
+			stopped[agg] = out.follow(rec, errs[i], agg, broken)
+		case errs[i] == nil:
 			out.sent = append(out.sent, rec)
-			continue
+		default:
+			if stopped == nil {
+				stopped = make(map[aggregate]bool)
+			}
+			stopped[agg] = false
+			r.notSent(&out, rec, errs[i], stopping, now)
 		}
-		if errors.Is(err, strategy.ErrAbandoned) {
-			out.released = append(out.released, rec.Seq)
-			out.abandoned++
-			continue
-		}
-		unavailable := sink.Classify(err) == sink.Unavailable
-		if unavailable && stopping {
-			out.released = append(out.released, rec.Seq)
-			continue
-		}
-		out.unavailable = out.unavailable || unavailable
-		out.failed = append(out.failed, rec)
-		out.errs = append(out.errs, err)
-		out.failures = append(out.failures, r.policy.Decide(rec, err, now))
 	}
 	return out
 }
 
+// notSent sorts rec, the first message of its aggregate in the batch that
+// was not acknowledged, by its error err. A publish the strategy abandoned
+// is released whatever else err wraps: it neither pauses the relay nor
+// counts; so is one the relay held back from a sink that takes one message
+// per aggregate, and, while the relay stops, one that found the broker
+// unreachable. Any other is failed, as the policy decides.
+func (r *Relay) notSent(out *outcome, rec outbox.Record, err error, stopping bool, now time.Time) {
+	if errors.Is(err, strategy.ErrAbandoned) {
+		out.released = append(out.released, rec.Seq)
+		out.abandoned++
+		return
+	}
+	if errors.Is(err, errOnePerAggregate) {
+		out.released = append(out.released, rec.Seq)
+		out.onePerAggregate++
+		return
+	}
+	unavailable := sink.Classify(err) == sink.Unavailable
+	if unavailable && stopping {
+		out.released = append(out.released, rec.Seq)
+		return
+	}
+	out.unavailable = out.unavailable || unavailable
+	out.failed = append(out.failed, rec)
+	out.errs = append(out.errs, err)
+	out.failures = append(out.failures, r.policy.Decide(rec, err, now))
+}
+
+// follow sorts rec, a message after one of its aggregate agg that was not
+// sent, and reports whether agg's order is broken: rec is released unsent
+// whatever its error, and counts nothing; but if the sink acknowledged it
+// (err nil, against the sink.RunSink contract) it is on the topic, so it
+// is sent, and agg joins out.broken (once: broken says it has).
+func (out *outcome) follow(rec outbox.Record, err error, agg aggregate, broken bool) bool {
+	if err != nil {
+		out.released = append(out.released, rec.Seq)
+		out.followers++
+		return broken
+	}
+	out.sent = append(out.sent, rec)
+	if !broken {
+		out.broken = append(out.broken, agg)
+	}
+	return true
+}
+
 // releaseReason says why out.released are given back.
 func (out outcome) releaseReason() string {
-	switch out.abandoned {
-	case 0:
-		return "shutdown: the broker could not be reached, or did not acknowledge in time"
-	case len(out.released):
-		return "the strategy abandoned their publish: its source of messages ended"
+	var why []string
+	if out.abandoned > 0 {
+		why = append(why, "the strategy abandoned their publish: its source of messages ended")
 	}
-	return "shutdown, or the strategy abandoned their publish"
+	if out.followers > 0 {
+		why = append(why, "an earlier message of the aggregate was not sent")
+	}
+	if out.onePerAggregate > 0 {
+		why = append(why, "the sink publishes one message per aggregate per call")
+	}
+	if len(out.released) > out.abandoned+out.followers+out.onePerAggregate {
+		why = append(why, "shutdown: the broker could not be reached, or did not acknowledge in time")
+	}
+	return strings.Join(why, "; ")
+}
+
+// settleReleased gives out.released back and logs why.
+func (r *Relay) settleReleased(b *batch, out outcome) {
+	if n, ok := r.giveBack(b, out.released); ok {
+		r.log.Info("released unsent messages", slog.String("reason", out.releaseReason()), slog.Int64("messages", n))
+	}
 }
 
 // settleSent marks out.sent SENT and calls Hooks.Published. If claimNext,
@@ -243,38 +321,42 @@ func seqsOf(recs []outbox.Record) []int64 {
 }
 
 // publish publishes recs with the sink and returns one error per record,
-// nil for those the broker acknowledged. A record that is not a message to
-// publish (outbox.Record.Invalid: a row written with plain SQL whose
-// headers the store could not read) is not given to the sink: its error is
-// permanent, with the column and the rule, so that it becomes a dead letter
-// at once with that reason while the others are published.
+// nil for those the broker acknowledged. The records holdBack holds back
+// are not given to the sink, and get its errors; the others are published
+// as usual.
 func (r *Relay) publish(ctx context.Context, recs []outbox.Record) []error {
-	if !slices.ContainsFunc(recs, func(rec outbox.Record) bool { return rec.Invalid != nil }) {
-		return r.publishValid(ctx, recs)
+	held, run := r.holdBack(recs)
+	if held == nil {
+		return r.publishValid(ctx, recs, run)
 	}
-	errs := make([]error, len(recs))
-	var valid []outbox.Record
-	var at []int // the index in recs of each record of valid
+	var send []outbox.Record
+	var at []int // the index in recs of each record of send
 	for i, rec := range recs {
-		if rec.Invalid != nil {
-			errs[i] = fmt.Errorf("%w: relay: message %s not published: %w", sink.ErrPermanent, rec.ID, rec.Invalid)
-			continue
+		if held[i] == nil {
+			send = append(send, rec)
+			at = append(at, i)
 		}
-		valid = append(valid, rec)
-		at = append(at, i)
 	}
-	if len(valid) > 0 {
-		for j, err := range r.publishValid(ctx, valid) {
+	errs := held
+	if len(send) > 0 {
+		for j, err := range r.publishValid(ctx, send, run) {
 			errs[at[j]] = err
 		}
 	}
 	return errs
 }
 
-// publishValid publishes recs with the sink and returns one error per
-// record (see failure.SinkResults for a sink that returns another number).
-func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record) []error {
-	errs, bug := failure.SinkResults(r.cfg.Sink.Publish(ctx, recs), len(recs))
+// publishValid publishes recs with the sink, with PublishRuns if they hold
+// a run, and returns one error per record (see failure.SinkResults for a
+// sink that returns another number).
+func (r *Relay) publishValid(ctx context.Context, recs []outbox.Record, run bool) []error {
+	var errs []error
+	if run {
+		errs = r.runs.PublishRuns(ctx, recs)
+	} else {
+		errs = r.cfg.Sink.Publish(ctx, recs)
+	}
+	errs, bug := failure.SinkResults(errs, len(recs))
 	if bug != nil {
 		r.log.Error("sink bug; the relay pauses as for an unreachable broker", slog.Any("error", bug))
 	}

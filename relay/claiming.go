@@ -61,8 +61,11 @@ func (r *Relay) claimWorked() {
 	}
 }
 
+// claimParams are the parameters of every claim of r: its ID, BatchSize,
+// Lease, MaxRun and MaxRunBytes.
 func (r *Relay) claimParams() store.ClaimParams {
-	return store.ClaimParams{Owner: r.cfg.ID, Limit: r.cfg.BatchSize, Lease: r.cfg.Lease}
+	return store.ClaimParams{Owner: r.cfg.ID, Limit: r.cfg.BatchSize, Lease: r.cfg.Lease,
+		MaxRun: r.cfg.MaxRun, MaxRunBytes: r.cfg.MaxRunBytes}
 }
 
 func (r *Relay) claimed(c store.Claim) {

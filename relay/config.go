@@ -32,6 +32,17 @@ type Config struct {
 	ID string
 	// BatchSize is the most messages one claim takes. Defaults to 100.
 	BatchSize int
+	// MaxRun is the most consecutive messages of one aggregate a claim may
+	// take together (a run, published in one call and marked together;
+	// see the package documentation). It is at most BatchSize, and above
+	// 1 the Sink must implement sink.RunSink. A strategy that cannot claim
+	// runs ignores it. Defaults to 1: one message per aggregate per batch.
+	MaxRun int
+	// MaxRunBytes bounds the payload of a run: a later message of the
+	// aggregate joins its run only while the payload bytes of the run stay
+	// within it; the first is claimed whatever its size. Defaults to 1 MiB
+	// (DefaultMaxRunBytes).
+	MaxRunBytes int
 	// Workers is the number of claim-publish-mark loops that run at once,
 	// so that one batch is claimed while another waits for acks. The first
 	// always claims; the others join while claims come back full (a
@@ -138,6 +149,8 @@ func (c Config) lingerAt(perSecond float64) time.Duration {
 // Defaults of Config.
 const (
 	DefaultBatchSize             = 100
+	DefaultMaxRun                = 1
+	DefaultMaxRunBytes           = 1 << 20
 	DefaultWorkers               = 2
 	DefaultLease                 = 30 * time.Second
 	DefaultPollInterval          = time.Second
@@ -158,6 +171,8 @@ func (c Config) WithDefaults() Config {
 		c.ID = conf.InstanceID()
 	}
 	conf.Default(&c.BatchSize, DefaultBatchSize)
+	conf.Default(&c.MaxRun, DefaultMaxRun)
+	conf.Default(&c.MaxRunBytes, DefaultMaxRunBytes)
 	conf.Default(&c.Workers, DefaultWorkers)
 	conf.Default(&c.Lease, DefaultLease)
 	conf.Default(&c.PublishTimeout, c.Lease/2)
@@ -185,6 +200,11 @@ func (c Config) validate() error {
 			"exactly one is required, not %s", setCount(c.Store != nil, c.Strategy != nil)),
 		conf.Required("Sink", c.Sink != nil),
 		conf.AtLeast("BatchSize", c.BatchSize, 1),
+		conf.Rule("MaxRun", c.MaxRun >= 1 && c.MaxRun <= c.BatchSize,
+			"must be at least 1 and at most BatchSize (%d), not %d", c.BatchSize, c.MaxRun),
+		conf.Rule("MaxRun", c.MaxRun == 1 || isRunSink(c.Sink),
+			"above 1 requires a Sink that implements sink.RunSink (publishes a run without a gap); %T does not", c.Sink),
+		conf.NotNegative("MaxRunBytes", c.MaxRunBytes),
 		conf.AtLeast("Workers", c.Workers, 1),
 		conf.AtLeast("Lease", c.Lease, time.Second),
 		conf.Rule("PublishTimeout", c.PublishTimeout > 0 && c.PublishTimeout < c.Lease,
@@ -198,6 +218,12 @@ func (c Config) validate() error {
 		conf.Positive("UnavailableBackoffMax", c.UnavailableBackoffMax),
 		conf.NotNegative("ShutdownTimeout", c.ShutdownTimeout),
 	)
+}
+
+// isRunSink reports whether s can publish runs.
+func isRunSink(s sink.Sink) bool {
+	_, ok := s.(sink.RunSink)
+	return ok
 }
 
 // setCount says how many of a pair of fields are set: "neither" or "both".

@@ -13,6 +13,7 @@ import (
 	"github.com/outbox-dev/outbox/relay/claim"
 	"github.com/outbox-dev/outbox/relay/failure"
 	"github.com/outbox-dev/outbox/relay/strategy"
+	"github.com/outbox-dev/outbox/sink"
 	"github.com/outbox-dev/outbox/store"
 )
 
@@ -24,6 +25,7 @@ type Relay struct {
 	cfg      Config
 	log      *slog.Logger
 	strategy strategy.Strategy // Config.Strategy, or claim.New(Config.Store)
+	runs     sink.RunSink      // Config.Sink if it publishes runs, or nil
 
 	wake     waker
 	policy   failure.Policy   // what happens to a message whose publish failed
@@ -64,6 +66,7 @@ func New(cfg Config) (*Relay, error) {
 	if r.strategy == nil {
 		r.strategy = claim.New(cfg.Store)
 	}
+	r.runs, _ = cfg.Sink.(sink.RunSink)
 	r.wake.init()
 	r.pause = failure.NewPause(cfg.UnavailableBackoffMax)
 	r.policy = failure.Policy{MaxAttempts: cfg.MaxAttempts, RetryBase: cfg.RetryBase, RetryMax: cfg.RetryMax, Pause: r.pause}
