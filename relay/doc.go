@@ -32,10 +32,10 @@
 //     is fenced by the claim's token, so a relay whose lease was taken over
 //     changes nothing.
 //   - Order per aggregate: a store claims only the head of each aggregate
-//     (no earlier message of it unsent), so a message never overtakes an
-//     earlier one of its aggregate, whatever the number of relays. A
-//     message that is retrying or dead-lettered blocks only its own
-//     aggregate.
+//     (no earlier message of it unsent), or a run that starts with it (see
+//     Runs), so a message never overtakes an earlier one of its aggregate,
+//     whatever the number of relays. A message that is retrying or
+//     dead-lettered blocks only its own aggregate.
 //   - Failures: a retriable error counts an attempt and schedules a retry
 //     after min(RetryMax, RetryBase*2^attempts) minus up to half of it as
 //     jitter; after MaxAttempts the message is DEAD_LETTER. A record the
@@ -59,6 +59,29 @@
 //     the error, which says how to fix it, when it begins and then every
 //     30 seconds, retries every few seconds, and goes on, with a log line,
 //     once the tables exist.
+//
+// # Runs
+//
+// A run is several consecutive messages of one aggregate in one batch. A
+// store that can claims an aggregate's head with the messages right after
+// it, up to Config.MaxRun messages and Config.MaxRunBytes of payload
+// (store.ClaimParams), and the relay publishes the batch in one call
+// (sink.RunSink.PublishRuns) and marks the run together. MaxRun defaults
+// to 1, which turns runs off; above 1 the sink must be a sink.RunSink. A
+// plain sink.Sink never gets two messages of one aggregate in a call: if a
+// strategy hands out a run all the same, the relay publishes the first
+// message of each aggregate and gives the others back unsent.
+//
+// After a failure, order holds per aggregate: the messages before its first
+// one that was not acknowledged are marked SENT; that one is failed (or
+// given back) as its error says; every later message of the aggregate in
+// the batch is given back unsent (Release), whatever its own error, with no
+// attempt counted and no hook called, so that it goes out again only after
+// the earlier one. The relay gives them back before it records the
+// failure, so that the failed message stays leased while they go back. A
+// later message that the sink acknowledged all the same (which a RunSink
+// must not do) is on the topic: it is marked SENT, and the relay logs at
+// error level that order on the topic is broken for its aggregate.
 //
 // # Modes
 //
