@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{PhaseDrain, r.runDrain},
 		{PhaseSteady, r.runSteady},
 		{PhaseLatency, r.runLatency},
+		{PhaseHot, r.runHot},
 		{PhaseIdle, r.runIdle},
 		{PhaseClaim, r.runClaim},
 		{PhaseMemory, r.runMemory},

@@ -35,6 +35,7 @@ func tinyConfig() Config {
 		Backlog:     1000, Relays: 2, Writers: 2, Rate: 200, Aggregates: 200,
 		Duration: time.Second, IdleWindow: time.Second,
 		HistoryRows: 10_000, Claims: 10, VacuumEvery: 500 * time.Millisecond,
+		HotBacklog: 300, HotDrainLimit: 2 * time.Second,
 	}
 }
 
@@ -147,8 +148,11 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 	} else if m.SmallPeakBytes < 1<<20 || m.LargePeakBytes < 1<<20 || m.Ratio <= 0 || m.LargeDrainPerSecond <= 0 {
 		t.Errorf("memory figures: %+v", m)
 	}
-	if len(rep.Goals) != 10 {
-		t.Errorf("%d goals evaluated, want 10: %+v", len(rep.Goals), rep.Goals)
+	if h := rep.Hot; h == nil || len(h.Strategies) != 1 || h.Strategies[0].Strategy != StrategyClaim {
+		t.Errorf("hot figures, want claim mode's only: %+v", h)
+	}
+	if len(rep.Goals) != 14 {
+		t.Errorf("%d goals evaluated, want 14: %+v", len(rep.Goals), rep.Goals)
 	}
 
 	b, err := json.Marshal(rep)
@@ -172,7 +176,7 @@ func TestRun_TinySizes_ReportIsCompleteAndSane(t *testing.T) {
 			t.Errorf("table lacks goal %q:\n%s", g.Name, text.String())
 		}
 	}
-	for _, want := range []string{"DRAIN", "STEADY STATE", "FIXED RATE", "IDLE", "CLAIM TIME", "RELAY MEMORY", "GOAL"} {
+	for _, want := range []string{"DRAIN", "STEADY STATE", "FIXED RATE", "HOT AGGREGATES", "IDLE", "CLAIM TIME", "RELAY MEMORY", "GOAL"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("table lacks %s:\n%s", want, text.String())
 		}
@@ -270,7 +274,7 @@ func TestRun_PhaseFilter_RunsOnlyThosePhases(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if rep.Idle == nil || rep.Drain != nil || rep.Steady != nil || rep.Latency != nil || rep.Claim != nil || rep.Memory != nil {
+	if rep.Idle == nil || rep.Drain != nil || rep.Steady != nil || rep.Latency != nil || rep.Hot != nil || rep.Claim != nil || rep.Memory != nil {
 		t.Errorf("phases run for filter [idle]: %+v", rep)
 	}
 	if len(rep.Goals) != 1 || !strings.HasPrefix(rep.Goals[0].Name, "idle") {
@@ -326,6 +330,9 @@ func TestConfig_BadFieldIsNamed(t *testing.T) {
 		{func(c *Config) { c.KafkaBrokers = []string{""} }, "KafkaBrokers[0]"},
 		{func(c *Config) { c.Phases = []Phase{"warp"} }, "Phases"},
 		{func(c *Config) { c.Mode = "smoke-signals" }, "Mode"},
+		{func(c *Config) { c.HotBacklog = -1 }, "HotBacklog"},
+		{func(c *Config) { c.HotDrainLimit = time.Millisecond }, "HotDrainLimit"},
+		{func(c *Config) { c.HotStrategies = []Strategy{StrategyClaim, "cdc"} }, "HotStrategies[1]"},
 	}
 	for _, tt := range tests {
 		cfg := Config{DatabaseURL: "postgres://x@127.0.0.1:1/x"}
@@ -407,6 +414,11 @@ func TestHuman_GroupsThousands(t *testing.T) {
 	for v, want := range map[float64]string{1234567: "1,234,567", 950: "950", -4200: "-4,200", 3.14159: "3.14", 0.25: "0.250", 42: "42.0"} {
 		if got := human(v); got != want {
 			t.Errorf("human(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for n, want := range map[int64]string{26: "26", 0: "0", -42: "-42", 100: "100", 12_345: "12,345"} {
+		if got := humanCount(n); got != want {
+			t.Errorf("humanCount(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -29,6 +29,12 @@ const (
 	// PhaseLatency commits Config.Rate messages per second for
 	// Config.Duration and measures commit-to-ack per message.
 	PhaseLatency Phase = "latency"
+	// PhaseHot measures hot aggregates for each of Config.HotStrategies:
+	// one relay drains backlogs of Config.HotBacklog messages spread over
+	// Config.Aggregates aggregates, on 1, on 10, and Zipf-skewed (exponent
+	// HotZipfExponent) over Config.Aggregates, and commit-to-ack at
+	// Config.Rate with every message on one aggregate.
+	PhaseHot Phase = "hot"
 	// PhaseIdle counts what an idle relay sends to PostgreSQL during
 	// Config.IdleWindow.
 	PhaseIdle Phase = "idle"
@@ -42,7 +48,7 @@ const (
 )
 
 // AllPhases lists every phase in the order Run runs them.
-var AllPhases = []Phase{PhaseDrain, PhaseSteady, PhaseLatency, PhaseIdle, PhaseClaim, PhaseMemory}
+var AllPhases = []Phase{PhaseDrain, PhaseSteady, PhaseLatency, PhaseHot, PhaseIdle, PhaseClaim, PhaseMemory}
 
 // ParsePhases parses a comma-separated list of phase names ("drain,idle").
 // An empty list means every phase.
@@ -85,6 +91,10 @@ const (
 	DefaultAggregates   = 10_000
 	DefaultPayloadBytes = 256
 	DefaultTopic        = "outbox.bench"
+	// DefaultHotBacklog is the default of Config.HotBacklog.
+	DefaultHotBacklog = 50_000
+	// DefaultHotDrainLimit is the default of Config.HotDrainLimit.
+	DefaultHotDrainLimit = 20 * time.Second
 	// DefaultStallTimeout is the default of Config.StallTimeout.
 	DefaultStallTimeout = 60 * time.Second
 )
@@ -142,7 +152,8 @@ type Config struct {
 	// second slowest, until 2026-12-04).
 	Claims int
 	// Aggregates is the number of distinct aggregates the drain and memory
-	// backlogs are spread over, round robin. Defaults to 10,000.
+	// backlogs are spread over, round robin, and the hot phase's spread and
+	// Zipf-skewed backlogs over. Defaults to 10,000.
 	Aggregates int
 	// PayloadBytes is the size of each message's JSON payload. Defaults to
 	// 256.
@@ -176,6 +187,21 @@ type Config struct {
 	// polling. Defaults to false: claim mode.
 	Cursor bool
 
+	// HotStrategies are the relay strategies the hot phase measures, each
+	// with one relay in claim or cursor mode (the polling relay, whatever
+	// Mode). Defaults to the run's own: StrategyCursor with Cursor,
+	// StrategyClaim without.
+	HotStrategies []Strategy
+	// HotBacklog is the number of messages of each of the hot phase's
+	// backlogs. Defaults to 50,000.
+	HotBacklog int
+	// HotDrainLimit is the longest the hot phase drains a skewed backlog
+	// (on 1 aggregate, on 10, Zipf-skewed): each stops once drained, or
+	// after HotBudgetFactor times the spread backlog's drain time (at
+	// least HotMinBudget), or after HotDrainLimit, whichever comes first,
+	// and reports the rate over what it drained. Defaults to 20s.
+	HotDrainLimit time.Duration
+
 	// RelayBinary is the path of an outbox (or outbox-lab) binary. The
 	// memory phase runs "RelayBinary relay ..." as a child process and
 	// reads its peak resident memory (VmHWM, Linux). Defaults to "": the
@@ -201,8 +227,9 @@ type Config struct {
 }
 
 // Quick returns c with the sizes of a quick run (about a minute): backlog
-// 20,000 over 2,000 aggregates, 200,000 history rows, 3 s phases and idle
-// window, 50 claims. Fields already set in c are kept.
+// 20,000 over 2,000 aggregates, hot backlogs of 10,000 drained for at most
+// 5 s each, 200,000 history rows, 3 s phases and idle window, 50 claims.
+// Fields already set in c are kept.
 func (c Config) Quick() Config {
 	set := func(p *int, v int) {
 		if *p == 0 {
@@ -213,6 +240,10 @@ func (c Config) Quick() Config {
 	set(&c.HistoryRows, 200_000)
 	set(&c.Claims, 50)
 	set(&c.Aggregates, 2_000)
+	set(&c.HotBacklog, 10_000)
+	if c.HotDrainLimit == 0 {
+		c.HotDrainLimit = 5 * time.Second
+	}
 	if c.Duration == 0 {
 		c.Duration = 3 * time.Second
 	}
@@ -241,6 +272,16 @@ func (c Config) WithDefaults() Config {
 	def(&c.Claims, DefaultClaims)
 	def(&c.Aggregates, DefaultAggregates)
 	def(&c.PayloadBytes, DefaultPayloadBytes)
+	def(&c.HotBacklog, DefaultHotBacklog)
+	if c.HotDrainLimit == 0 {
+		c.HotDrainLimit = DefaultHotDrainLimit
+	}
+	if len(c.HotStrategies) == 0 {
+		c.HotStrategies = []Strategy{StrategyClaim}
+		if c.Cursor {
+			c.HotStrategies = []Strategy{StrategyCursor}
+		}
+	}
 	if c.Topic == "" {
 		c.Topic = DefaultTopic
 	}
@@ -299,6 +340,10 @@ func (c Config) validate() error {
 		return bad("Aggregates", "must be at least 1", c.Aggregates)
 	case c.PayloadBytes < 64 || c.PayloadBytes > 900_000:
 		return bad("PayloadBytes", "must be from 64 to 900,000", c.PayloadBytes)
+	case c.HotBacklog < 1:
+		return bad("HotBacklog", "must be at least 1", c.HotBacklog)
+	case c.HotDrainLimit < 100*time.Millisecond:
+		return bad("HotDrainLimit", "must be at least 100ms", c.HotDrainLimit)
 	case c.VacuumEvery < 0:
 		return bad("VacuumEvery", "must not be negative", c.VacuumEvery)
 	case c.StallTimeout < time.Second:
@@ -315,6 +360,11 @@ func (c Config) validate() error {
 	for i, b := range c.KafkaBrokers {
 		if b == "" {
 			return fmt.Errorf("%w: KafkaBrokers[%d] must not be empty", ErrInvalidConfig, i)
+		}
+	}
+	for i, st := range c.HotStrategies {
+		if !slices.Contains(AllStrategies, st) {
+			return fmt.Errorf("%w: HotStrategies[%d]: unknown strategy %q (known: %s)", ErrInvalidConfig, i, st, strategyList())
 		}
 	}
 	for _, p := range c.Phases {
@@ -344,6 +394,50 @@ func modeList() string {
 	names := make([]string, len(AllModes))
 	for i, m := range AllModes {
 		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Strategy is a relay strategy of the hot phase (Config.HotStrategies).
+type Strategy string
+
+// The strategies.
+const (
+	// StrategyClaim: the outbox in claim mode; the relay claims messages
+	// and marks each one SENT.
+	StrategyClaim Strategy = "claim"
+	// StrategyCursor: the outbox in cursor mode (pgstore.EnableCursor);
+	// the relay leads a cursor over the new messages.
+	StrategyCursor Strategy = "cursor"
+)
+
+// AllStrategies lists the strategies.
+var AllStrategies = []Strategy{StrategyClaim, StrategyCursor}
+
+// ParseStrategies parses a comma-separated list of strategy names
+// ("claim,cursor"). An empty list means the default.
+func ParseStrategies(s string) ([]Strategy, error) {
+	var out []Strategy
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		st := Strategy(name)
+		if !slices.Contains(AllStrategies, st) {
+			return nil, fmt.Errorf("%w: unknown strategy %q (known: %s)", ErrInvalidConfig, name, strategyList())
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func strategyList() string {
+	names := make([]string, len(AllStrategies))
+	for i, st := range AllStrategies {
+		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
 }

@@ -31,6 +31,17 @@
 //     Config.Duration, by Config.LatencyWriters goroutines, after one
 //     unmeasured second of it, with commit-to-ack per message and the
 //     writers' own transaction times.
+//   - hot: for each of Config.HotStrategies (claim mode, cursor mode), one
+//     relay drains four backlogs of Config.HotBacklog messages, each loaded
+//     and analyzed in a fresh schema: round robin over Config.Aggregates
+//     (the reference, drained to the end), on 1 aggregate, round robin on
+//     HotFewAggregates, and Zipf-skewed (HotZipfExponent, a fixed seed)
+//     over Config.Aggregates. Each skewed drain stops when drained or after
+//     HotBudgetFactor times the reference's time (at least HotMinBudget, at
+//     most Config.HotDrainLimit) and gives the rate over what it drained and
+//     its ratio to the reference. Then the latency phase's fixed rate with
+//     every message on one aggregate, waiting at most 5 s for the
+//     acknowledgements after the writers stopped.
 //   - idle: a relay on an empty outbox; over Config.IdleWindow it counts
 //     statements (a pgx QueryTracer) and socket writes (a wrapped DialFunc,
 //     which also sees the pool's pings), on the pool and the LISTEN

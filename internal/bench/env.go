@@ -32,26 +32,44 @@ type scenario struct {
 	schema string
 	pool   *pgxpool.Pool
 	store  *pgstore.Store
+	// cursor: the outbox is in cursor mode.
+	cursor bool
 }
 
 // newScenario creates and migrates a fresh schema, with a pool of poolSize
-// connections for the application side (writers, loads). Close drops it.
+// connections for the application side (writers, loads), with the outbox
+// in the run's mode: cursor mode with cfg.Cursor, CDC mode when the CDC
+// relay serves the live writes (cfg.Mode), else claim mode. Close drops
+// it.
 func (r *runner) newScenario(ctx context.Context, tag string, poolSize int32) (*scenario, error) {
+	mode := pgstore.ModeClaim
+	switch {
+	case r.cfg.Cursor:
+		mode = pgstore.ModeCursor
+	case r.cfg.Mode != ModePolling: // the CDC relay serves the steady and latency phases
+		mode = pgstore.ModeCDC
+	}
+	return r.newScenarioIn(ctx, tag, poolSize, mode)
+}
+
+// newScenarioIn is newScenario with the outbox in mode.
+func (r *runner) newScenarioIn(ctx context.Context, tag string, poolSize int32, mode pgstore.Mode) (*scenario, error) {
 	schema := newSchemaName(tag)
 	pool, err := r.newPool(ctx, tag, poolSize, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &scenario{r: r, schema: schema, pool: pool}
+	s := &scenario{r: r, schema: schema, pool: pool, cursor: mode == pgstore.ModeCursor}
 	st, err := r.newStore(pool, schema)
 	if err == nil {
 		s.store = st
 		err = st.Migrate(ctx)
 	}
-	if err == nil && r.cfg.Cursor {
+	switch {
+	case err != nil:
+	case mode == pgstore.ModeCursor:
 		err = st.EnableCursor(ctx)
-	}
-	if err == nil && r.cfg.Mode != ModePolling { // the CDC relay serves the steady and latency phases
+	case mode == pgstore.ModeCDC:
 		_, err = st.SetMode(ctx, pgstore.ModeCDC, "outbox bench")
 	}
 	if err != nil {
@@ -177,12 +195,19 @@ func (r *runner) message(id uuid.UUID, aggregateID string) outbox.Message {
 // loadBacklog enqueues n messages, round robin over aggregates, in
 // transactions of enqueueChunk messages, as an application would.
 func (s *scenario) loadBacklog(ctx context.Context, n, aggregates int, label string) error {
+	return s.loadBacklogOn(ctx, n, func(i int) int { return i % aggregates }, label)
+}
+
+// loadBacklogOn enqueues n messages, the i-th on aggregate number
+// aggregateOf(i) (aggregate id "order-<number>"), in transactions of
+// enqueueChunk messages, as an application would.
+func (s *scenario) loadBacklogOn(ctx context.Context, n int, aggregateOf func(i int) int, label string) error {
 	msgs := make([]outbox.Message, 0, enqueueChunk)
 	last := time.Now()
 	for i := 0; i < n; {
 		msgs = msgs[:0]
 		for ; i < n && len(msgs) < enqueueChunk; i++ {
-			msgs = append(msgs, s.r.message(uuid.Nil, fmt.Sprintf("order-%d", i%aggregates)))
+			msgs = append(msgs, s.r.message(uuid.Nil, fmt.Sprintf("order-%d", aggregateOf(i))))
 		}
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.store.Enqueue(ctx, tx, msgs...) })
 		if err != nil {
@@ -228,15 +253,23 @@ func (s *scenario) vacuumEvery(ctx context.Context) (stop func()) {
 }
 
 // writeOrder commits one business transaction: an order row and its
-// OrderPlaced message with the given id.
+// OrderPlaced message with the given id, on the order's own aggregate.
 func (s *scenario) writeOrder(ctx context.Context, id uuid.UUID) error {
+	return s.writeOrderOn(ctx, id, "")
+}
+
+// writeOrderOn is writeOrder with the message on aggregateID ("": the
+// order's own id).
+func (s *scenario) writeOrderOn(ctx context.Context, id uuid.UUID, aggregateID string) error {
 	insert := s.sql("insert_order.sql")
+	if aggregateID == "" {
+		aggregateID = id.String()
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		orderID := id.String()
 		if _, err := tx.Exec(ctx, insert, id, "c-42", "150.00"); err != nil {
 			return fmt.Errorf("insert order: %w", err)
 		}
-		return s.store.Enqueue(ctx, tx, s.r.message(id, orderID))
+		return s.store.Enqueue(ctx, tx, s.r.message(id, aggregateID))
 	})
 }
 
@@ -258,7 +291,7 @@ func (s *scenario) checkAllSent(ctx context.Context, want int64) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		err := s.checkAllSentOnce(ctx, want)
-		if err == nil || !s.r.cfg.Cursor || time.Now().After(deadline) {
+		if err == nil || !s.cursor || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -493,19 +526,29 @@ func chainHooks(a, b relay.Hooks) relay.Hooks {
 // await waits until count() reaches want. It fails with errStalled when
 // count does not change for StallTimeout, and reports progress every second.
 func (r *runner) await(ctx context.Context, label string, count func() int64, want int64, started time.Time) error {
+	_, err := r.awaitUntil(ctx, label, count, want, started, time.Time{})
+	return err
+}
+
+// awaitUntil is await that also stops at deadline (none when zero). It
+// reports whether count() reached want.
+func (r *runner) awaitUntil(ctx context.Context, label string, count func() int64, want int64, started, deadline time.Time) (bool, error) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	last, lastChange, lastPrint := count(), time.Now(), time.Now()
 	for {
 		n := count()
 		if n >= want {
-			return nil
+			return true, nil
 		}
 		now := time.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return false, nil
+		}
 		if n != last {
 			last, lastChange = n, now
 		} else if now.Sub(lastChange) > r.cfg.StallTimeout {
-			return fmt.Errorf("%s: %w for %s at %d of %d", label, errStalled, r.cfg.StallTimeout, n, want)
+			return false, fmt.Errorf("%s: %w for %s at %d of %d", label, errStalled, r.cfg.StallTimeout, n, want)
 		}
 		if now.Sub(lastPrint) >= time.Second {
 			el := now.Sub(started).Seconds()
@@ -514,7 +557,7 @@ func (r *runner) await(ctx context.Context, label string, count func() int64, wa
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -32,6 +32,13 @@ const (
 	// GoalMemoryRatio: peak memory independent of the backlog size,
 	// measured as at most 1.25x from a tenfold backlog.
 	GoalMemoryRatio = 1.25
+	// GoalHotOneRatio: one relay drains a backlog on one aggregate at
+	// least at 25% of the rate of the same backlog spread over
+	// Config.Aggregates.
+	GoalHotOneRatio = 0.25
+	// GoalHotZipfRatio: one relay drains a Zipf-skewed backlog (see
+	// HotZipfExponent) to the end at least at 80% of the spread rate.
+	GoalHotZipfRatio = 0.80
 )
 
 // goals evaluates the goals of the phases that ran.
@@ -57,12 +64,10 @@ func goals(rep Report) []Goal {
 	if l := rep.Latency; l != nil {
 		// The goal is at the rate asked for: figures at a rate the writers
 		// could not reach (see GoalLatencyRateShare) do not meet it.
-		name := fmt.Sprintf("latency: commit-to-ack at %d/s", l.TargetPerSecond)
-		ok := l.Unacked == 0 && l.AchievedPerSecond >= GoalLatencyRateShare*float64(l.TargetPerSecond)
-		add(name+" p50", fmt.Sprintf("<= %.0f ms", GoalLatencyP50Ms), latencyText(l, l.CommitToAck.P50Ms),
-			l.CommitToAck.P50Ms, GoalLatencyP50Ms, ok && l.CommitToAck.P50Ms <= GoalLatencyP50Ms)
-		add(name+" p99", fmt.Sprintf("<= %.0f ms", GoalLatencyP99Ms), latencyText(l, l.CommitToAck.P99Ms),
-			l.CommitToAck.P99Ms, GoalLatencyP99Ms, ok && l.CommitToAck.P99Ms <= GoalLatencyP99Ms)
+		gs = append(gs, latencyGoals(fmt.Sprintf("latency: commit-to-ack at %d/s", l.TargetPerSecond), l)...)
+	}
+	if h := rep.Hot; h != nil {
+		gs = append(gs, hotGoals(h)...)
 	}
 	if i := rep.Idle; i != nil {
 		// A query repeated exactly once a second shows up W or W+1 times in
@@ -89,6 +94,78 @@ func goals(rep Report) []Goal {
 			fmt.Sprintf("<= %.2fx", GoalMemoryRatio), fmt.Sprintf("%.2fx", m.Ratio), m.Ratio, GoalMemoryRatio, m.Ratio <= GoalMemoryRatio)
 	}
 	return gs
+}
+
+// hotGoals are the hot phase's goals, four per strategy. The drain on one
+// aggregate delivers at a steady rate (each message waits for the one
+// before it, and as many wait all along), so its rate within the budget is
+// that of the whole drain. The Zipf-skewed drain slows down as its quiet
+// aggregates run dry, so it meets its goal only if it drained to the end.
+// The latency goals are the latency phase's, on one aggregate.
+func hotGoals(h *HotReport) []Goal {
+	var gs []Goal
+	for _, sr := range h.Strategies {
+		prefix := fmt.Sprintf("hot (%s): ", sr.Strategy)
+		one := sr.OneAggregate
+		gs = append(gs, Goal{
+			Name:   fmt.Sprintf("%sdrain on 1 aggregate vs %s", prefix, human(float64(h.Aggregates))),
+			Target: fmt.Sprintf(">= %.0f%%", 100*GoalHotOneRatio), Measured: drainRatioText(one),
+			Value: one.Ratio, Limit: GoalHotOneRatio, Pass: one.Ratio >= GoalHotOneRatio,
+		})
+		z := sr.Zipf
+		gs = append(gs, Goal{
+			Name:   fmt.Sprintf("%sdrain Zipf s=%g over %s vs spread", prefix, h.ZipfExponent, human(float64(h.Aggregates))),
+			Target: fmt.Sprintf(">= %.0f%%, drained", 100*GoalHotZipfRatio), Measured: drainRatioText(z),
+			Value: z.Ratio, Limit: GoalHotZipfRatio, Pass: z.Complete && z.Ratio >= GoalHotZipfRatio,
+		})
+		if l := sr.OneAggregateLatency; l != nil {
+			gs = append(gs, latencyGoals(fmt.Sprintf("%scommit-to-ack at %d/s on 1 aggregate", prefix, l.TargetPerSecond), l)...)
+		}
+	}
+	return gs
+}
+
+// hotObservations note what the hot phase's goals do not show: a
+// fixed rate the writers could not reach, and messages on the hot
+// aggregate the relay had not caught up with.
+func hotObservations(h *HotReport) []string {
+	var notes []string
+	for _, sr := range h.Strategies {
+		l := sr.OneAggregateLatency
+		if l == nil {
+			continue
+		}
+		if l.AchievedPerSecond < GoalLatencyRateShare*float64(l.TargetPerSecond) {
+			notes = append(notes, fmt.Sprintf("hot (%s): the writers reached only %s of the %d messages/s asked for on one aggregate", sr.Strategy, human(l.AchievedPerSecond), l.TargetPerSecond))
+		}
+		if l.Unacked > 0 {
+			notes = append(notes, fmt.Sprintf("hot (%s): %d messages on one aggregate were not acknowledged %s after the writers stopped: the relay fell behind the aggregate; its latencies are those of the messages it acknowledged", sr.Strategy, l.Unacked, hotAckWait))
+		}
+	}
+	return notes
+}
+
+// drainRatioText is a hot drain's ratio, with what drained when the
+// budget ran out first.
+func drainRatioText(d HotDrain) string {
+	s := fmt.Sprintf("%.0f%%", 100*d.Ratio)
+	if !d.Complete {
+		s += fmt.Sprintf(" (stopped after %.1f s, %s of %s drained)", d.Seconds, humanCount(d.Drained), humanCount(int64(d.Messages)))
+	}
+	return s
+}
+
+// latencyGoals are the p50 and p99 goals of commit-to-ack at a fixed rate:
+// only at the rate asked for (see GoalLatencyRateShare) and with every
+// message acknowledged.
+func latencyGoals(name string, l *FixedRateReport) []Goal {
+	ok := l.Unacked == 0 && l.AchievedPerSecond >= GoalLatencyRateShare*float64(l.TargetPerSecond)
+	return []Goal{
+		{Name: name + " p50", Target: fmt.Sprintf("<= %.0f ms", GoalLatencyP50Ms), Measured: latencyText(l, l.CommitToAck.P50Ms),
+			Value: l.CommitToAck.P50Ms, Limit: GoalLatencyP50Ms, Pass: ok && l.CommitToAck.P50Ms <= GoalLatencyP50Ms},
+		{Name: name + " p99", Target: fmt.Sprintf("<= %.0f ms", GoalLatencyP99Ms), Measured: latencyText(l, l.CommitToAck.P99Ms),
+			Value: l.CommitToAck.P99Ms, Limit: GoalLatencyP99Ms, Pass: ok && l.CommitToAck.P99Ms <= GoalLatencyP99Ms},
+	}
 }
 
 func latencyText(l *FixedRateReport, msv float64) string {
@@ -127,6 +204,9 @@ func observations(rep Report) []string {
 	}
 	if l := rep.Latency; l != nil && l.Unacked > 0 {
 		notes = append(notes, fmt.Sprintf("latency: %d messages were not acknowledged within the stall timeout after the writers stopped", l.Unacked))
+	}
+	if h := rep.Hot; h != nil {
+		notes = append(notes, hotObservations(h)...)
 	}
 	return notes
 }

@@ -39,6 +39,32 @@ func (r *runner) runLatency(ctx context.Context, rep *Report) error {
 		return err
 	}
 
+	rep.Latency, err = r.fixedRate(ctx, s, log, &meter, fixedRateRun{writers: writers})
+	return err
+}
+
+// fixedRateRun is what fixedRate writes and how long it waits.
+type fixedRateRun struct {
+	// writers is the number of goroutines sharing the schedule.
+	writers int
+	// aggregateID is the aggregate of every message; "" puts each on the
+	// order's own.
+	aggregateID string
+	// label prefixes the progress lines.
+	label string
+	// ackWait bounds the wait for acknowledgements after the writers
+	// stopped; the messages still unacknowledged then count in Unacked.
+	// 0: until every message is acknowledged or StallTimeout passes without
+	// progress.
+	ackWait time.Duration
+}
+
+// fixedRate commits cfg.Rate messages per second, one per business
+// transaction, for cfg.Duration on s, served by a relay that reports to log
+// and meter, and measures commit-to-ack per message.
+func (r *runner) fixedRate(ctx context.Context, s *scenario, log *ackLog, meter *workMeter, run fixedRateRun) (*FixedRateReport, error) {
+	writers := run.writers
+
 	// An open schedule: message i is due at start + i/Rate, whenever the
 	// one before it committed, so a slow commit does not slow the rate. The
 	// first leadIn of it is not measured (see leadIn).
@@ -72,7 +98,7 @@ func (r *runner) runLatency(ctx context.Context, rep *Report) error {
 					log.warmUp(id)
 				}
 				began := time.Now()
-				if err := s.writeOrder(wctx, id); err != nil {
+				if err := s.writeOrderOn(wctx, id, run.aggregateID); err != nil {
 					if wctx.Err() == nil {
 						errOnce.Do(func() { werr = err })
 						cancel()
@@ -100,32 +126,33 @@ wait:
 		case <-done:
 			break wait
 		case <-t.C:
-			r.prog.printf("%d/s: %d of %d committed, backlog %d", r.cfg.Rate, log.committed.Load(), total, log.backlog())
+			r.prog.printf("%s%d/s: %d of %d committed, backlog %d", run.label, r.cfg.Rate, log.committed.Load(), total, log.backlog())
 		}
 	}
 	elapsed := time.Since(measured)
 	if werr != nil {
-		return fmt.Errorf("writers: %w", werr)
+		return nil, fmt.Errorf("writers: %w", werr)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	committed := log.committed.Load()
-	if err := r.await(ctx, "acks after writing", log.published.Load, committed, time.Now()); err != nil && ctx.Err() != nil {
-		return err
+	var deadline time.Time
+	if run.ackWait > 0 {
+		deadline = time.Now().Add(run.ackWait)
+	}
+	if _, err := r.awaitUntil(ctx, run.label+"acks after writing", log.published.Load, committed, time.Now(), deadline); err != nil && ctx.Err() != nil {
+		return nil, err
 	}
 	delivery := log.latency()
 	txMu.Lock()
 	tx := latencyOf(txTimes)
 	txMu.Unlock()
-	work := meter.work(log.published.Load())
-	rr.stop()
-	rep.Latency = &FixedRateReport{
-		Relay:           work,
+	return &FixedRateReport{
+		Relay:           meter.work(log.published.Load()),
 		TargetPerSecond: r.cfg.Rate, AchievedPerSecond: float64(committed) / elapsed.Seconds(), Writers: writers,
 		DurationSeconds: elapsed.Seconds(), Delivery: delivery, Transactions: tx,
-	}
-	return nil
+	}, nil
 }
 
 // leadIn is how long the latency phase's schedule runs before its messages

@@ -14,6 +14,7 @@ type Report struct {
 	Drain   *DrainReport     `json:"drain,omitempty"`
 	Steady  *SteadyReport    `json:"steady,omitempty"`
 	Latency *FixedRateReport `json:"latency,omitempty"`
+	Hot     *HotReport       `json:"hot,omitempty"`
 	Idle    *IdleReport      `json:"idle,omitempty"`
 	Claim   *ClaimReport     `json:"claim,omitempty"`
 	Memory  *MemoryReport    `json:"memory,omitempty"`
@@ -236,6 +237,68 @@ type FixedRateReport struct {
 	Transactions Latency `json:"transactions"`
 	// Relay is what the relay did for it.
 	Relay RelayWork `json:"relay"`
+}
+
+// HotReport is the hot phase: for each strategy, one relay draining
+// backlogs of the same size placed differently on aggregates, and
+// commit-to-ack with every message on one aggregate.
+type HotReport struct {
+	// Messages is the size of every backlog.
+	Messages int `json:"messages"`
+	// Aggregates is the number of aggregates of the spread and the
+	// Zipf-skewed backlogs, FewAggregates that of the backlog on a few.
+	Aggregates    int `json:"aggregates"`
+	FewAggregates int `json:"fewAggregates"`
+	// ZipfExponent is the exponent s of the Zipf-skewed backlog.
+	ZipfExponent float64 `json:"zipfExponent"`
+	// DrainLimitSeconds is Config.HotDrainLimit.
+	DrainLimitSeconds float64             `json:"drainLimitSeconds"`
+	Strategies        []HotStrategyReport `json:"strategies"`
+}
+
+// HotStrategyReport is the hot phase for one strategy.
+type HotStrategyReport struct {
+	Strategy Strategy `json:"strategy"`
+	// Spread is the reference: the backlog round robin over
+	// HotReport.Aggregates aggregates, drained to the end.
+	Spread HotDrain `json:"spread"`
+	// BudgetSeconds is how long each of the other drains ran at most:
+	// HotBudgetFactor times Spread's time, at least HotMinBudget, at most
+	// HotReport.DrainLimitSeconds.
+	BudgetSeconds float64 `json:"budgetSeconds"`
+	// OneAggregate, FewAggregates and Zipf are the backlog on 1 aggregate,
+	// round robin on HotReport.FewAggregates, and Zipf-skewed over
+	// HotReport.Aggregates.
+	OneAggregate  HotDrain `json:"oneAggregate"`
+	FewAggregates HotDrain `json:"fewAggregates"`
+	Zipf          HotDrain `json:"zipf"`
+	// OneAggregateLatency is commit-to-ack at Config.Rate with every
+	// message on one aggregate; messages not acknowledged within 5 s after
+	// the writers stopped count in its Unacked.
+	OneAggregateLatency *FixedRateReport `json:"oneAggregateLatency"`
+}
+
+// HotDrain is one relay draining one backlog of the hot phase.
+type HotDrain struct {
+	Messages int `json:"messages"`
+	// Aggregates is the number of distinct aggregates the backlog is on,
+	// BusiestShare the share of its messages on the busiest one.
+	Aggregates   int     `json:"aggregates"`
+	BusiestShare float64 `json:"busiestShare"`
+	// Drained is the number of messages acknowledged and marked SENT in
+	// Seconds, from the relay's start; Complete is true when that is all of
+	// them, false when the drain's budget ran out first.
+	Drained  int64   `json:"drained"`
+	Seconds  float64 `json:"seconds"`
+	Complete bool    `json:"complete"`
+	// PerSecond is Drained over Seconds. Of an incomplete drain of a
+	// skewed backlog it is more than the whole drain's rate would be: the
+	// busiest aggregates' messages are the ones left.
+	PerSecond float64 `json:"perSecond"`
+	// Ratio is PerSecond over the spread drain's (0 for the spread drain).
+	Ratio float64 `json:"ratio"`
+	// FailedPublishes counts publishes the relay reported as failed.
+	FailedPublishes int64 `json:"failedPublishes"`
 }
 
 // IdleReport is what an idle relay sends to PostgreSQL.

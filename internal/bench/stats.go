@@ -90,6 +90,15 @@ func human(v float64) string {
 	return string(out)
 }
 
+// humanCount formats a count as human does, without decimals ("26",
+// "12,345").
+func humanCount(n int64) string {
+	if n > -100 && n < 100 {
+		return strconv.FormatInt(n, 10)
+	}
+	return human(float64(n))
+}
+
 func decimals(v float64) int {
 	switch a := math.Abs(v); {
 	case a == 0 || a >= 10:

@@ -88,6 +88,9 @@ func WriteText(w io.Writer, rep Report) error {
 		p("  relay work\t%s", workLine(l.Relay))
 		p("")
 	}
+	if h := rep.Hot; h != nil {
+		writeHot(p, h, rep)
+	}
 	if i := rep.Idle; i != nil {
 		p("IDLE: a relay with nothing to do for %.0f s, after publishing %s messages", i.WindowSeconds, human(idleTraffic))
 		p("  statements (pgx; several in one round trip when batched)\t%d\t%s/s", i.Statements, human(i.StatementsPerSecond))
@@ -134,6 +137,40 @@ func WriteText(w io.Writer, rep Report) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeHot writes the hot phase's figures, each strategy's one-aggregate
+// latency next to the latency phase's when that ran on the same strategy.
+func writeHot(p func(string, ...any), h *HotReport, rep Report) {
+	for _, sr := range h.Strategies {
+		p("HOT AGGREGATES, %s mode: backlogs of %s messages, one relay; each skewed drain stops when drained or after %.1f s", sr.Strategy, human(float64(h.Messages)), sr.BudgetSeconds)
+		p("  %s aggregates, round robin (reference)\t%s msg/s\t\t%s", human(float64(h.Aggregates)), human(sr.Spread.PerSecond), hotDrainLine(sr.Spread))
+		p("  1 aggregate\t%s msg/s\t%.0f%%\t%s", human(sr.OneAggregate.PerSecond), 100*sr.OneAggregate.Ratio, hotDrainLine(sr.OneAggregate))
+		p("  %d aggregates, round robin\t%s msg/s\t%.0f%%\t%s", h.FewAggregates, human(sr.FewAggregates.PerSecond), 100*sr.FewAggregates.Ratio, hotDrainLine(sr.FewAggregates))
+		p("  Zipf s=%g over %s aggregates (busiest %.0f%%)\t%s msg/s\t%.0f%%\t%s", h.ZipfExponent, human(float64(h.Aggregates)), 100*sr.Zipf.BusiestShare,
+			human(sr.Zipf.PerSecond), 100*sr.Zipf.Ratio, hotDrainLine(sr.Zipf))
+		if l := sr.OneAggregateLatency; l != nil {
+			p("  commit-to-ack at %d/s on 1 aggregate (achieved %s/s)\t%s", l.TargetPerSecond, human(l.AchievedPerSecond), latencyLine(l.CommitToAck, l.Unacked))
+			p("    of which\t%s", stagesLine(l.CommitToPublish, l.PublishToAck))
+			p("  relay work\t%s", workLine(l.Relay))
+		}
+		if sp := rep.Latency; sp != nil && rep.Settings.Mode == ModePolling && rep.Settings.Cursor == (sr.Strategy == StrategyCursor) {
+			p("  commit-to-ack at %d/s, spread (latency phase)\t%s", sp.TargetPerSecond, latencyLine(sp.CommitToAck, sp.Unacked))
+		}
+		p("")
+	}
+}
+
+// hotDrainLine says how much of a hot drain's backlog drained in how long.
+func hotDrainLine(d HotDrain) string {
+	s := fmt.Sprintf("%s messages in %.1f s", humanCount(d.Drained), d.Seconds)
+	if !d.Complete {
+		s += fmt.Sprintf(", STOPPED with %s left", humanCount(int64(d.Messages)-d.Drained))
+	}
+	if d.FailedPublishes > 0 {
+		s += fmt.Sprintf(", %d failed publishes", d.FailedPublishes)
+	}
+	return s
 }
 
 func latencyLine(l Latency, unacked int) string {

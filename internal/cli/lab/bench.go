@@ -40,6 +40,9 @@ type benchFlags struct {
 	cpuProfile   string
 	mode         string
 	cursor       bool
+	hotStrats    []string
+	hotBacklog   int
+	hotLimit     time.Duration
 }
 
 func newBenchCommand(a *cli.App) *cobra.Command {
@@ -60,6 +63,11 @@ side, what docs/performance.md describes:
             speed, without and with a relay: throughput loss, backlog trend,
             commit-to-ack per message
   latency   commit-to-ack at a fixed --rate, by --latency-writers writers
+  hot       hot aggregates, per --hot-strategies: one relay draining
+            --hot-backlog messages spread over --aggregates, on 1, on 10,
+            and Zipf-skewed (s=1.1) over --aggregates, each skewed drain for
+            at most --hot-drain-limit; commit-to-ack at --rate with every
+            message on one aggregate
   idle      what an idle relay sends to PostgreSQL
   claim     claim times on an empty table, with --history-rows sent rows,
             right after as many rows were marked sent (unvacuumed), and on a
@@ -87,10 +95,10 @@ machine; the report records the load average before and after.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVar(&bf.quick, "quick", false, "small sizes for a run of about a minute (backlog 20,000, 200,000 history rows, 3s phases, 50 claims); explicit size flags still win")
+	fs.BoolVar(&bf.quick, "quick", false, "small sizes for a run of about a minute (backlog 20,000, hot backlogs 10,000 drained for at most 5s, 200,000 history rows, 3s phases, 50 claims); explicit size flags still win")
 	fs.BoolVar(&bf.json, "json", false, "print the report as JSON instead of tables")
 	fs.StringVar(&bf.save, "save", "", "also write the JSON report to `file`")
-	fs.StringSliceVar(&bf.phases, "phases", nil, "comma-separated `phases` to run: drain, steady, latency, idle, claim, memory (default all)")
+	fs.StringSliceVar(&bf.phases, "phases", nil, "comma-separated `phases` to run: drain, steady, latency, hot, idle, claim, memory (default all)")
 	fs.StringSliceVar(&bf.kafkaBrokers, "kafka-brokers", nil, "Kafka seed brokers, `host:port` list (default: start an embedded broker)")
 	fs.StringVar(&bf.topic, "topic", bench.DefaultTopic, "`topic` to publish to; with --kafka-brokers it must exist or be auto-created")
 	fs.IntVar(&bf.backlog, "backlog", bench.DefaultBacklog, "messages in the drain phase's backlog")
@@ -104,6 +112,9 @@ machine; the report records the load average before and after.`,
 	fs.IntVar(&bf.claims, "claims", bench.DefaultClaims, "claims timed per table in the claim phase")
 	fs.IntVar(&bf.aggregates, "aggregates", bench.DefaultAggregates, "aggregates the backlogs are spread over")
 	fs.IntVar(&bf.payloadBytes, "payload-bytes", bench.DefaultPayloadBytes, "size of each message's JSON payload")
+	fs.StringSliceVar(&bf.hotStrats, "hot-strategies", nil, "comma-separated relay `strategies` the hot phase measures: claim, cursor (default: the run's own, cursor with --cursor, else claim)")
+	fs.IntVar(&bf.hotBacklog, "hot-backlog", bench.DefaultHotBacklog, "messages in each of the hot phase's backlogs")
+	fs.DurationVar(&bf.hotLimit, "hot-drain-limit", bench.DefaultHotDrainLimit, "the longest the hot phase drains a skewed backlog (it stops earlier, at 2.5 times the spread backlog's drain time, at least 3s)")
 	fs.StringVar(&bf.relayBinary, "relay-binary", "", "`binary` whose relay command is the relay process of the memory phase: outbox or outbox-lab (default: this binary)")
 	fs.DurationVar(&bf.stallTimeout, "stall-timeout", bench.DefaultStallTimeout, "fail a phase that makes no progress for this long")
 	fs.DurationVar(&bf.vacuumEvery, "vacuum-every", 0, "run VACUUM (ANALYZE) on the outbox table at this interval while writers run, as autovacuum would (default: never; use it on a server with autovacuum off)")
@@ -131,6 +142,10 @@ func runBench(a *cli.App, cmd *cobra.Command, bf *benchFlags, rf *cli.RelayFlags
 	if err != nil {
 		return cli.FlagError("phases", "%v", err)
 	}
+	hotStrategies, err := bench.ParseStrategies(strings.Join(bf.hotStrats, ","))
+	if err != nil {
+		return cli.FlagError("hot-strategies", "%v", err)
+	}
 	// The relays' own logs: warnings and errors only, unless debugging.
 	level := "warn"
 	if strings.EqualFold(a.LogLevel(), "debug") {
@@ -141,18 +156,19 @@ func runBench(a *cli.App, cmd *cobra.Command, bf *benchFlags, rf *cli.RelayFlags
 		return err
 	}
 	cfg := bench.Config{
-		DatabaseURL:  a.DatabaseURL(),
-		KafkaBrokers: bf.kafkaBrokers,
-		Topic:        bf.topic,
-		Phases:       phases,
-		Relay:        rf.Config(relayLog),
-		RelayBinary:  bf.relayBinary,
-		StallTimeout: bf.stallTimeout,
-		VacuumEvery:  bf.vacuumEvery,
-		Mode:         bench.Mode(bf.mode),
-		Cursor:       bf.cursor,
-		Progress:     a.Stderr(),
-		Logger:       relayLog,
+		DatabaseURL:   a.DatabaseURL(),
+		KafkaBrokers:  bf.kafkaBrokers,
+		Topic:         bf.topic,
+		Phases:        phases,
+		Relay:         rf.Config(relayLog),
+		RelayBinary:   bf.relayBinary,
+		StallTimeout:  bf.stallTimeout,
+		VacuumEvery:   bf.vacuumEvery,
+		Mode:          bench.Mode(bf.mode),
+		Cursor:        bf.cursor,
+		HotStrategies: hotStrategies,
+		Progress:      a.Stderr(),
+		Logger:        relayLog,
 	}
 	cfg.Relay.ID = ""
 	fs := cmd.Flags()
@@ -171,6 +187,7 @@ func runBench(a *cli.App, cmd *cobra.Command, bf *benchFlags, rf *cli.RelayFlags
 		{"claims", &cfg.Claims, bf.claims},
 		{"aggregates", &cfg.Aggregates, bf.aggregates},
 		{"payload-bytes", &cfg.PayloadBytes, bf.payloadBytes},
+		{"hot-backlog", &cfg.HotBacklog, bf.hotBacklog},
 	} {
 		if cli.Changed(fs, s.flag) {
 			if s.v < 1 {
@@ -186,6 +203,7 @@ func runBench(a *cli.App, cmd *cobra.Command, bf *benchFlags, rf *cli.RelayFlags
 	}{
 		{"duration", &cfg.Duration, bf.duration},
 		{"idle-window", &cfg.IdleWindow, bf.idleWindow},
+		{"hot-drain-limit", &cfg.HotDrainLimit, bf.hotLimit},
 	} {
 		if cli.Changed(fs, d.flag) {
 			if d.v <= 0 {
