@@ -23,6 +23,8 @@ const (
 	DefaultTopic = "outbox.events"
 	// DefaultMaxBufferedRecords is the default of Config.MaxBufferedRecords.
 	DefaultMaxBufferedRecords = 10000
+	// DefaultMaxRunClients is the default of Config.MaxRunClients.
+	DefaultMaxRunClients = 8
 	// DefaultMaxMessageBytes is the default of Config.MaxMessageBytes:
 	// Kafka's default message.max.bytes (1 MiB plus 12 bytes of batch
 	// overhead).
@@ -78,8 +80,15 @@ type Config struct {
 	// latency to every Publish.
 	Linger time.Duration
 	// MaxBufferedRecords bounds the records buffered in the producer;
-	// Publish blocks while the buffer is full. Defaults to 10000.
+	// Publish blocks while the buffer is full, and PublishRuns flushes a
+	// call's records in parts of at most this many. Defaults to 10000.
 	MaxBufferedRecords int
+	// MaxRunClients bounds the producer clients of [Sink.PublishRuns],
+	// besides the one Publish uses. A call uses one of its own until its
+	// records have an outcome: until it returns, or, when its context ended
+	// first, until the records it sent have their outcome. A call waits
+	// while all are busy. Defaults to 8.
+	MaxRunClients int
 	// MaxMessageBytes is the largest record batch the producer builds
 	// (franz-go's ProducerBatchMaxBytes). Set it to at most the smallest
 	// max.message.bytes of the topics written to. A record larger than it
@@ -127,6 +136,7 @@ func (c Config) withDefaults() Config {
 	conf.Default(&c.ClientID, DefaultClientID)
 	conf.Default(&c.DefaultTopic, DefaultTopic)
 	conf.Default(&c.MaxBufferedRecords, DefaultMaxBufferedRecords)
+	conf.Default(&c.MaxRunClients, DefaultMaxRunClients)
 	conf.Default(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	conf.Default(&c.DeliveryTimeout, DefaultDeliveryTimeout)
 	conf.Default(&c.RequestTimeout, DefaultRequestTimeout)
@@ -148,6 +158,7 @@ func (c Config) validate() error {
 		c.routesRule(),
 		conf.NotNegative("Linger", c.Linger),
 		conf.NotNegative("MaxBufferedRecords", c.MaxBufferedRecords),
+		conf.NotNegative("MaxRunClients", c.MaxRunClients),
 		conf.Rule("MaxMessageBytes", c.MaxMessageBytes >= 512 && c.MaxMessageBytes <= 1<<30,
 			"must be between 512 and 1 GiB, not %d", c.MaxMessageBytes),
 		conf.NotNegative("DeliveryTimeout", c.DeliveryTimeout),

@@ -60,6 +60,21 @@
 // context ends. A record the caller gave up on may still be written, so
 // delivery is at least once: consumers deduplicate by eventId.
 //
+// # Runs
+//
+// [Sink.PublishRuns] publishes calls that hold several consecutive records
+// of one aggregate (a run), and keeps each aggregate's order without a gap:
+// a record never reaches the topic ahead of, or without, an earlier record
+// of its aggregate in the call. When a record fails, the later records of
+// its aggregate fail too, with the broker's error or one wrapping
+// [sink.ErrNotSent]. A run is kept whole within one partition, so it is cut
+// where its records change topic. Each call in progress uses a producer
+// client of its own (at most Config.MaxRunClients), which sends the call's
+// records only once all are in their partitions' buffers with nothing
+// failed ahead of them, and takes no other record until they have their
+// outcome: one more producer client, with its connections, per concurrent
+// call.
+//
 // # Errors
 //
 // [ClassifyError] sorts produce errors into the classes of package sink by

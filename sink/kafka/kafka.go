@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,15 @@ type Sink struct {
 	topics      *topicBook
 	probeDone   chan struct{}
 	probeExited chan struct{}
+
+	// runs are the producer clients of PublishRuns.
+	runs *runClients
+	// The producer's limits in effect (Config and ExtraOpts): its batch
+	// limit by topic, and how much it buffers (maxBufferedBytes 0: no
+	// bound).
+	batchMax           func(topic string) int32
+	maxBufferedRecords int64
+	maxBufferedBytes   int64
 }
 
 // copyKey identifies a record in the producer: its topic and event id.
@@ -102,7 +112,20 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("kafka: new client: %w", err)
 	}
 	s := &Sink{cfg: cfg, client: client, inProducer: make(map[copyKey]*pending), alone: make(chan struct{}, 1),
-		topics: newTopicBook(cfg.Logger), probeDone: make(chan struct{}), probeExited: make(chan struct{})}
+		topics: newTopicBook(cfg.Logger), probeDone: make(chan struct{}), probeExited: make(chan struct{}),
+		batchMax:           client.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32),
+		maxBufferedRecords: client.OptValue(kgo.MaxBufferedRecords).(int64),
+		maxBufferedBytes:   client.OptValue(kgo.MaxBufferedBytes).(int64),
+	}
+	runOpts := append(slices.Clone(opts),
+		// A run client sends only while PublishRuns flushes it (see there).
+		kgo.ManualFlushing(),
+		// Every record the sink builds names its topic; a record without
+		// one is PublishRuns' barrier, which must fail before buffering.
+		kgo.DefaultProduceTopic(""),
+		kgo.WithHooks(placedHook{}),
+	)
+	s.runs = newRunClients(cfg.MaxRunClients, func() (*kgo.Client, error) { return kgo.NewClient(runOpts...) })
 	go s.probeMissing()
 	return s, nil
 }
@@ -134,8 +157,9 @@ func (s *Sink) Topic(rec outbox.Record) string {
 // Records of one aggregate share a key, hence a partition, and the
 // idempotent producer writes them in the order given. All records are
 // handed to the producer at once, so when a record fails, a later record of
-// the same aggregate in the same call may still be published; the relay
-// never puts two records of one aggregate into one call.
+// the same aggregate in the same call may still be published: several
+// records of one aggregate go to [Sink.PublishRuns], which keeps them
+// without a gap.
 //
 // When ctx is done first, the records not yet acknowledged get an error
 // wrapping ctx.Err() (an [sink.ErrUnavailable] error), but they stay in the
@@ -336,9 +360,9 @@ func isTooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
-// errEarlierFailed is the (retriable) error of a record not retried because
-// an earlier record of its aggregate failed in the same call.
-var errEarlierFailed = errors.New("not retried: an earlier record of the same aggregate failed")
+// errEarlierFailed is the error of a record not retried because an earlier
+// record of its aggregate failed in the same call.
+var errEarlierFailed = fmt.Errorf("%w (refused as too large with its batch, and not retried alone)", sink.ErrNotSent)
 
 // retryTooLarge produces again, one at a time and in order, the records that
 // failed as too large: the broker refuses a whole batch and the producer
@@ -424,13 +448,16 @@ func (s *Sink) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the client's connections. Records still buffered from a
-// Publish whose ctx ended fail. Close is safe to call more than once.
+// Close closes the clients' connections, those of PublishRuns included, and
+// waits for the flushes PublishRuns left running to end. Records still
+// buffered from a Publish or PublishRuns whose ctx ended fail. Close is safe
+// to call more than once.
 func (s *Sink) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.probeDone)
 		<-s.probeExited
 		s.client.Close()
+		s.runs.close()
 	})
 	return nil
 }
