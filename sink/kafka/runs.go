@@ -47,7 +47,8 @@ var _ sink.RunSink = (*Sink)(nil)
 // them again if one did), and then flushes. While the client flushes, no
 // other record enters it, so when a batch fails, the records behind it in
 // the partition fail with it. When the flush ends, the client goes back to
-// the pool. The pool holds at most Config.MaxRunClients clients, one per
+// the pool, unless a record of the call failed: then it is closed, and a
+// later call opens a new one. The pool holds at most Config.MaxRunClients clients, one per
 // call in progress (or still flushing, below): a call waits while all are
 // busy. This costs one more producer client, with its connections and
 // producer id, per concurrent call.
@@ -55,7 +56,7 @@ var _ sink.RunSink = (*Sink)(nil)
 // When ctx ends first, the records not yet acknowledged get an
 // [sink.ErrUnavailable] error, but those already sent stay in the call's
 // client, which keeps flushing them in the background until they have an
-// outcome and only then serves another call; a later call publishing one of
+// outcome and is then closed; a later call publishing one of
 // them waits for that copy's outcome, as with Publish. A record refused as
 // too large for its batch is sent again alone, in order, as with Publish;
 // after one that stays refused, the later records of its aggregate get an
