@@ -327,13 +327,16 @@ func Check(obs Observations, b Bounds) Verdict {
 		}
 		return false
 	}
-	var kills []FaultWindow
+	var kills, outages []FaultWindow
 	for _, f := range obs.Faults {
-		switch f.Kind {
-		case FaultRelayKill, FaultLeaderKill, FaultRelayAfterAck, FaultRelayInMark, FaultRelayZombie:
+		switch {
+		case f.Kind == FaultRelayKill, f.Kind == FaultLeaderKill, f.Kind == FaultRelayAfterAck, f.Kind == FaultRelayInMark, f.Kind == FaultRelayZombie:
 			kills = append(kills, f)
+		case f.Kind == FaultBrokerStop, f.Target == "broker" && strings.HasPrefix(f.Kind, "link-"):
+			outages = append(outages, f)
 		}
 	}
+	kills = killReach(kills, outages, b.Grace)
 	for id, cs := range copies {
 		n := len(cs)
 		v.Duplicates.MaxCopies = max(v.Duplicates.MaxCopies, n)
@@ -344,7 +347,7 @@ func Check(obs Observations, b Bounds) Verdict {
 		if b.OutageMaxCopies > bound && !slices.ContainsFunc(cs[1:], func(c TopicRecord) bool { return !inOutage(c.Timestamp) }) {
 			bound = b.OutageMaxCopies
 		}
-		if n > bound && !eachCopyHasItsKill(cs[1:], kills, b.Grace) {
+		if n > bound && !eachCopyHasItsKill(cs[1:], kills) {
 			violate(InvDuplicates, "event %s is on topic %s %d times; the bound is %d", id, cs[0].Topic, n, bound)
 		}
 		for _, c := range cs[1:] {
@@ -518,12 +521,36 @@ func percentiles(ds []time.Duration) Latency {
 	return Latency{N: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1]}
 }
 
+// killReach returns the windows in which each kill may cause a copy: from
+// the kill's start to its end plus grace, and, when a broker outage begins
+// before that, to the outage's end plus grace: the relay that publishes
+// again what the killed one left unrecorded cannot do so while the broker
+// is away, and its copy is produced when it tries, during the outage or
+// after it. Outages that follow one another extend the window in turn.
+func killReach(kills, outages []FaultWindow, grace time.Duration) []FaultWindow {
+	reach := make([]FaultWindow, len(kills))
+	for i, k := range kills {
+		end := k.End.Add(grace)
+		for extended := true; extended; {
+			extended = false
+			for _, o := range outages {
+				if !o.Start.After(end) && o.End.Add(grace).After(end) {
+					end, extended = o.End.Add(grace), true
+				}
+			}
+		}
+		k.End = end
+		reach[i] = k
+	}
+	return reach
+}
+
 // eachCopyHasItsKill reports whether every copy can be matched to a kill
-// of its own whose window, extended by grace, holds the copy's timestamp.
+// of its own whose window (see killReach) holds the copy's timestamp.
 // Greedy: in time order, each copy takes the unmatched window that ends
 // first among those holding it, which finds a full matching if there is
 // one (windows are intervals, copies points).
-func eachCopyHasItsKill(extra []TopicRecord, kills []FaultWindow, grace time.Duration) bool {
+func eachCopyHasItsKill(extra []TopicRecord, kills []FaultWindow) bool {
 	if len(extra) > len(kills) {
 		return false
 	}
@@ -536,7 +563,7 @@ func eachCopyHasItsKill(extra []TopicRecord, kills []FaultWindow, grace time.Dur
 	for _, t := range ts {
 		best := -1
 		for i, k := range kills {
-			if used[i] || t.Before(k.Start) || t.After(k.End.Add(grace)) {
+			if used[i] || t.Before(k.Start) || t.After(k.End) {
 				continue
 			}
 			if best < 0 || k.End.Before(kills[best].End) {

@@ -290,11 +290,17 @@ func TestCheck_CopiesOfABrokerOutage_HaveTheirOwnBound(t *testing.T) {
 	}
 }
 
+// withOutage returns faults and a broker outage from t0+from to t0+to.
+func withOutage(faults []FaultWindow, from, to time.Duration) []FaultWindow {
+	return append(slices.Clone(faults), FaultWindow{Kind: FaultBrokerStop, Target: "broker", Start: t0.Add(from), End: t0.Add(to)})
+}
+
 // A relay killed after the broker acknowledged a record it had not marked
 // leaves that record to be published again, each time it happens: beyond
 // MaxCopies, every extra copy passes if it has a relay kill of its own
-// whose window holds it; one kill too few, or a kind of fault that kills
-// no relay, fails.
+// whose window holds it, extended by a broker outage that began within it
+// (the copy is produced when the next relay tries to publish); one kill too
+// few, or a kind of fault that kills no relay, fails.
 func TestCheck_CopiesBeyondTheBound_NeedAKillEach(t *testing.T) {
 	kill := func(kind string, at time.Duration) FaultWindow {
 		return FaultWindow{Kind: kind, Target: "relay-1", Start: t0.Add(at), End: t0.Add(at + 100*time.Millisecond)}
@@ -321,6 +327,12 @@ func TestCheck_CopiesBeyondTheBound_NeedAKillEach(t *testing.T) {
 		{"the last copy inside its kill's grace", three, []time.Duration{11 * time.Second, 14 * time.Second, 20500 * time.Millisecond}, true},
 		{"the last copy after its kill's grace", three, []time.Duration{11 * time.Second, 14 * time.Second, 22 * time.Second}, false},
 		{"3 extra copies, two before the second kill began", three, []time.Duration{11 * time.Second, 12 * time.Second, 14 * time.Second}, false},
+		{"the last copy delayed by a broker outage that began inside its kill's grace", withOutage(three, 19*time.Second, 40*time.Second),
+			[]time.Duration{11 * time.Second, 14 * time.Second, 43 * time.Second}, true},
+		{"the last copy after that outage's grace", withOutage(three, 19*time.Second, 40*time.Second),
+			[]time.Duration{11 * time.Second, 14 * time.Second, 46 * time.Second}, false},
+		{"the last copy after an outage that began after its kill's grace", withOutage(three, 30*time.Second, 40*time.Second),
+			[]time.Duration{11 * time.Second, 14 * time.Second, 41 * time.Second}, false},
 		{"3 extra copies after link faults", []FaultWindow{
 			{Kind: FaultLinkReset, Target: "pg-relay-1", Start: t0.Add(10 * time.Second), End: t0.Add(11 * time.Second)},
 			{Kind: FaultLinkReset, Target: "pg-relay-1", Start: t0.Add(13 * time.Second), End: t0.Add(14 * time.Second)},
