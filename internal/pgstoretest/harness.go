@@ -38,5 +38,7 @@ func (b *Bundle) Harness() storetest.Harness {
 		Counts:          b.Store.Counts,
 		InsertUnchecked: b.InsertUnchecked,
 		Concurrent:      true,
+		// The cursor strategy's claims are of heads only.
+		Runs: b.Cursor == nil,
 	}
 }

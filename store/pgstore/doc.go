@@ -133,7 +133,8 @@
 //   - outbox_messages_unsent_by_aggregate, on (aggregate_type,
 //     aggregate_id, seq) where status is not SENT: the claim's probe "is
 //     there an earlier unsent message of this aggregate?", which keeps each
-//     aggregate in order.
+//     aggregate in order, and the walk of a claim of runs from a head to
+//     the messages after it.
 //   - outbox_messages_sent, on (published_at) where status is SENT, and
 //     outbox_messages_discarded, on (discarded_at) where status is
 //     DISCARDED: retention deletes the oldest of them in bounded batches,
@@ -162,11 +163,32 @@
 // Rows stored IN_FLIGHT by earlier versions are due when their lease ends
 // and fenced by their token, as before.
 //
+// A claim with ClaimParams.MaxRun above 1 leases runs: with each head, in
+// the same statement and under the same token, its followers, the unsent
+// messages of its aggregate right after it in seq order, taken in order
+// until the first that is not due, is held by another transaction (a row
+// lock), or would take the run's payload beyond ClaimParams.MaxRunBytes,
+// at most MaxRun - 1 of them (queries/claim_run.sql). A run never skips a
+// message: the followers are ranked before they are locked, and a run ends
+// before its first rank that SKIP LOCKED left out. The heads fill the
+// batch first; the followers fill what is left of ClaimParams.Limit rank by
+// rank, every head's first follower before any head's second, so that the
+// aggregates in a batch share it. MarkSent, MarkFailed and Release take
+// any of a claim's messages, as without runs; a run that is not marked
+// comes back whole when its lease expires. With MaxRun 0 or 1 a claim is
+// of heads only (queries/claim.sql). Cursor mode's table path claims heads
+// only.
+//
 // Order within an aggregate is seq order. seq is assigned when a row is
 // inserted, not when it commits, so two transactions that write the same
 // aggregate at the same time should be serialised by the application, as
 // they normally are by a lock on the aggregate's own row (an UPDATE of the
 // order, say); otherwise the later seq may commit, and be published, first.
+// Runs keep this guarantee: a follower is leased only when every earlier
+// unsent message of its aggregate that the claim sees is in its run, the
+// condition under which a claim of heads takes a message; with serialised
+// writers every earlier message of an aggregate committed before the
+// follower was inserted, so a claim that sees the follower sees them too.
 //
 // # Cursor mode
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -71,6 +72,37 @@ func TestClaim_GenericPlanProbesThePrimaryKeyPerSeq(t *testing.T) {
 		t.Errorf("the generic claim plan does not probe the primary key per claimed seq:\n%s", plan)
 	}
 	t.Logf("generic claim plan:\n%s", plan)
+}
+
+// The claim of runs, planned generically as the relay plans it, finds each
+// head's followers by a range scan of outbox_messages_unsent_by_aggregate
+// from the head's key (not a walk of the primary key over every later
+// message of every aggregate), locks them and leases the claim by a probe
+// of the primary key per seq, and scans no table. The backlog sits on a few
+// aggregates, so that the claim has room for followers and takes them.
+func TestClaimRun_GenericPlanWalksTheAggregateIndexAndProbesThePrimaryKeyPerSeq(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sentHistory(t, 40000, 10, "seq % 4 <> 0")
+	b.Exec(t, "ANALYZE {{schema}}.outbox_messages")
+
+	tx := b.genericClaim(t, "generic_claim")
+	if _, err := tx.Exec(pgstoretest.Context(t), "PREPARE generic_run(int, text, uuid, bigint, bigint, bigint, text, text, bigint, bigint) AS "+
+		b.Store.ClaimRunSQL()); err != nil {
+		t.Fatal(err)
+	}
+	plan := explain(t, tx, "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE generic_run(100, 'explain', '"+uuid.NewString()+"', 60000, 0, 400, '', '', 50, 0)")
+	if !regexp.MustCompile(`Update on outbox_messages m \(actual time=\S+ rows=100 loops=1\)`).MatchString(plan) {
+		t.Fatalf("the claim of runs did not claim 100 messages:\n%s", plan)
+	}
+	walk := regexp.MustCompile(`Index Scan using outbox_messages_unsent_by_aggregate on outbox_messages e_\d+ .*\n\s+Index Cond: \(\(aggregate_type = h_\d+\.aggregate_type\) AND \(ROW\(aggregate_id, seq\) > ROW\(h_\d+\.aggregate_id, h_\d+\.seq\)\)`)
+	if !walk.MatchString(plan) {
+		t.Errorf("the generic plan of the claim of runs does not walk outbox_messages_unsent_by_aggregate from each head:\n%s", plan)
+	}
+	// The heads, the followers' locks and the lease: a probe per seq each.
+	if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Merge Join") || strings.Count(plan, "Index Cond: (seq = ANY") != 3 {
+		t.Errorf("the generic plan of the claim of runs does not probe the primary key per seq:\n%s", plan)
+	}
 }
 
 // The claim-floor query (in every claim's round trip) looks for the lowest

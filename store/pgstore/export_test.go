@@ -10,6 +10,9 @@ import (
 // ClaimSQL exposes the rendered claim statement to the EXPLAIN test.
 func (s *Store) ClaimSQL() string { return s.q.claim }
 
+// ClaimRunSQL exposes the rendered claim of runs to the EXPLAIN tests.
+func (s *Store) ClaimRunSQL() string { return s.q.claimRun }
+
 // ChannelName exposes channelName to tests.
 var ChannelName = channelName
 

@@ -99,11 +99,14 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 		t.Fatal(err)
 	}
 	p := store.ClaimParams{Owner: "plan-test", Limit: 10, Lease: time.Minute}
+	runs := store.ClaimParams{Owner: "plan-test", Limit: 10, Lease: time.Minute, MaxRun: 4, MaxRunBytes: 1 << 20}
 	// On the empty table: well past the five executions after which the
 	// plan cache may switch to a generic plan.
 	for range 12 {
-		if _, _, err := s.MarkSentAndClaim(ctx, uuid.New(), []int64{1}, p); err != nil {
-			t.Fatal(err)
+		for _, p := range []store.ClaimParams{p, runs} {
+			if _, _, err := s.MarkSentAndClaim(ctx, uuid.New(), []int64{1}, p); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if _, err := s.MarkFailed(ctx, uuid.New(), []store.Failure{{Seq: 1, Error: "x"}}); err != nil {
@@ -130,6 +133,13 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 	if len(c.Records) != 10 {
 		t.Fatalf("claimed %d messages, want 10", len(c.Records))
 	}
+	_, rc, err := s.MarkSentAndClaim(ctx, uuid.Nil, nil, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.Records) != 10 {
+		t.Fatalf("claimed %d messages as runs, want 10", len(rc.Records))
+	}
 	seqs := pgstoretest.Seqs(c.Records)
 	if _, _, err := s.MarkSentAndClaim(ctx, c.Token, seqs[:5], p); err != nil {
 		t.Fatal(err)
@@ -143,8 +153,9 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 
 	plans := log.take()
 	seen := map[string]bool{}
+	stmts := []string{"Store.Claim:", "Store.Claim of runs", "Store.MarkSent", "Store.MarkFailed", "Store.Release"}
 	for _, plan := range plans {
-		for _, stmt := range []string{"Store.Claim", "Store.MarkSent", "Store.MarkFailed", "Store.Release"} {
+		for _, stmt := range stmts {
 			if strings.Contains(plan, "-- "+stmt) {
 				seen[stmt] = true
 			}
@@ -153,7 +164,7 @@ func TestRelayStatements_StayOnIndexesAfterPlansWereCachedOnAnEmptyTable(t *test
 			t.Errorf("a relay statement scans the outbox table sequentially:\n%s", plan)
 		}
 	}
-	for _, stmt := range []string{"Store.Claim", "Store.MarkSent", "Store.MarkFailed", "Store.Release"} {
+	for _, stmt := range stmts {
 		if !seen[stmt] {
 			t.Errorf("no plan of %s was logged (%d plans); the test sees nothing", stmt, len(plans))
 		}

@@ -30,12 +30,24 @@ const markSentFailpoint = "pgstore-mark-sent-before-commit"
 
 // Claim leases up to p.Limit due messages to p.Owner for p.Lease under a
 // new random token, with the guarantees of [store.Queue]: only due messages,
-// only the head of each aggregate, never a message another claim holds. It is
-// one round trip and one short transaction; no transaction stays open
-// afterwards. Records are in Seq order; a row whose headers are not a JSON
-// object of string values is among them with Invalid set (see
+// of each aggregate its head (and with runs the messages right after it),
+// never a message another claim holds. It is one round trip and one short
+// transaction; no transaction stays open afterwards. Records are in Seq
+// order (so each aggregate's in its order); a row whose headers are not a
+// JSON object of string values is among them with Invalid set (see
 // [store.Queue]). A Limit below 1 claims nothing; a Lease shorter than a
 // millisecond is an error, since such a lease would expire at once.
+//
+// With p.MaxRun above 1 it claims runs: each head comes with its followers,
+// the unsent messages of its aggregate right after it in seq order, taken
+// in order while each is due, not held by another transaction and within
+// p.MaxRunBytes of payload (the head included; the head comes whatever its
+// size), at most p.MaxRun - 1 of them. A run never skips a message: it ends
+// before the first it cannot take. The heads fill the batch first, as
+// without runs; the followers fill the rest of p.Limit rank by rank (every
+// head's first follower before any head's second). Every record is under
+// the claim's token, and MarkSent, MarkFailed and Release take any subset
+// of them. With p.MaxRun 0 or 1 the claim is of heads only.
 //
 // The claim scans the due messages in seq order from the claim floor (see
 // Config.FullClaimInterval).
@@ -160,10 +172,13 @@ func (s *Store) queueClaim(ctx context.Context, b *pgx.Batch, p *store.ClaimPara
 // queueTableClaim queues the claim of cursor mode's table path with token,
 // like queueClaim but from seq 0 and leaving the floor alone: there the
 // scanned index holds only the table path's few messages, and its claims,
-// once a second, would always run beside the probe below the floor.
+// once a second, would always run beside the probe below the floor. It
+// claims heads only, whatever p.MaxRun: cursor mode does not lease runs.
 func (s *Store) queueTableClaim(b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record) *claimScan {
 	sc := &claimScan{full: true, interval: -1}
-	s.queueClaimScan(b, p, token, recs, sc)
+	heads := *p
+	heads.MaxRun, heads.MaxRunBytes = 0, 0
+	s.queueClaimScan(b, &heads, token, recs, sc)
 	return sc
 }
 
@@ -172,8 +187,8 @@ func (s *Store) queueTableClaim(b *pgx.Batch, p *store.ClaimParams, token uuid.U
 func (s *Store) queueClaimScan(b *pgx.Batch, p *store.ClaimParams, token uuid.UUID, recs *[]outbox.Record, sc *claimScan) {
 	b.Queue(s.q.claimFloor, sc.from, noEnd).QueryRow(func(row pgx.Row) error { return row.Scan(&sc.low, &sc.top) })
 	start := s.rotation.get()
-	b.Queue(s.q.claim, p.Limit, p.Owner, token, p.Lease.Milliseconds(), sc.from,
-		claimSpan(p.Limit), start.aggregateType, start.aggregateID).Query(func(rows pgx.Rows) error {
+	sql, args := s.claimStatement(p, token, sc.from, start)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		var last aggregateKey
 		var lastPos int64
 		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) {
@@ -195,6 +210,19 @@ func (s *Store) queueClaimScan(b *pgx.Batch, p *store.ClaimParams, token uuid.UU
 		sc.claimed, sc.counted = len(got), true
 		return nil
 	})
+}
+
+// claimStatement returns the claim statement for p and its arguments: the
+// claim of runs (queries/claim_run.sql) when p.MaxRun is above 1, else the
+// claim of heads only (queries/claim.sql). from is where the scan in seq
+// order starts, start where the scan by aggregate does.
+func (s *Store) claimStatement(p *store.ClaimParams, token uuid.UUID, from int64, start aggregateKey) (string, []any) {
+	args := []any{p.Limit, p.Owner, token, p.Lease.Milliseconds(), from,
+		claimSpan(p.Limit), start.aggregateType, start.aggregateID}
+	if p.MaxRun <= 1 {
+		return s.q.claim, args
+	}
+	return s.q.claimRun, append(args, int64(p.MaxRun), int64(max(p.MaxRunBytes, 0)))
 }
 
 // claimSpan is how many seqs past the first due message the claim's scan

@@ -151,8 +151,10 @@ var (
 
 // queries are the rendered SQL texts, with the schema filled in.
 type queries struct {
-	enqueue, claim, markSent, markFailed, release, get, counts string
-	idle, busy                                                 string
+	enqueue, markSent, markFailed, release, get, counts string
+	idle, busy                                          string
+	// The claims (queue.go): of heads only, and of runs.
+	claim, claimRun string
 	// The relay's batches (queue.go).
 	relaySettings, claimFloor, seedFloor, failpointWatch, failpointPause string
 	// Cursor mode (cursortrip.go, cursorops.go, cursormode.go).
@@ -182,11 +184,13 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: cfg, channel: channelName(cfg.Schema)}
 	// Fragments: what cursor_read.sql has in place of {{cursor_columns}},
-	// and that and claim_floor.sql in place of {{earlier_unsent}}.
-	var cols, earlier string
+	// that and claim_floor.sql in place of {{earlier_unsent}}, and the two
+	// claims in place of {{claim_heads}}.
+	var cols, earlier, heads string
 	err := sqltext.Load(queryFiles, "queries", s.render, map[*string]string{
 		&s.q.enqueue:          "enqueue.sql",
 		&s.q.claim:            "claim.sql",
+		&s.q.claimRun:         "claim_run.sql",
 		&s.q.markSent:         "mark_sent.sql",
 		&s.q.markFailed:       "mark_failed.sql",
 		&s.q.release:          "release.sql",
@@ -216,6 +220,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		&s.q.checkMigrated:    "check_migrated.sql",
 		&cols:                 "cursor_columns.sql",
 		&earlier:              "earlier_unsent.sql",
+		&heads:                "claim_heads.sql",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
@@ -223,6 +228,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	cols = strings.ReplaceAll(cols, "{{earlier_unsent}}", earlier)
 	s.q.claimFloor = strings.ReplaceAll(s.q.claimFloor, "{{earlier_unsent}}", earlier)
 	s.q.cursorRead = strings.ReplaceAll(s.q.cursorRead, "{{cursor_columns}}", cols)
+	heads = strings.TrimSuffix(heads, "\n")
+	s.q.claim = strings.ReplaceAll(s.q.claim, "{{claim_heads}}", heads)
+	s.q.claimRun = strings.ReplaceAll(s.q.claimRun, "{{claim_heads}}", heads)
 	s.migrations = migrate.Render(migrations, s.render)
 	return s, nil
 }

@@ -18,12 +18,24 @@ import (
 
 // Claim leases up to p.Limit due messages to p.Owner for p.Lease under a
 // new random token, with the guarantees of [store.Queue]: only due messages,
-// only the head of each aggregate, never a message another claim holds. It is
-// a short write transaction of its own; no transaction stays open
-// afterwards. Records are in Seq order; a row whose headers are not a JSON
+// of each aggregate its head (and with runs the messages right after it),
+// never a message another claim holds. It is a short write transaction of
+// its own; no transaction stays open afterwards. Records are in Seq order
+// (so each aggregate's in its order); a row whose headers are not a JSON
 // object of string values is among them with Invalid set (see
 // [store.Queue]). A Limit below 1 claims nothing; a Lease shorter than a
 // millisecond is an error, since such a lease would expire at once.
+//
+// With p.MaxRun above 1 it claims runs: each head comes with its followers,
+// the unsent messages of its aggregate right after it in seq order, taken
+// in order while each is due and within p.MaxRunBytes of payload (the head
+// included; the head comes whatever its size), at most p.MaxRun - 1 of
+// them. A run never skips a message: it ends before the first it cannot
+// take. The heads fill the batch first, as without runs; the followers fill
+// the rest of p.Limit rank by rank (every head's first follower before any
+// head's second; within a rank in the order of the heads' seqs). Every
+// record is under the claim's token, and MarkSent, MarkFailed and Release
+// take any subset of them. With p.MaxRun 0 or 1 the claim is of heads only.
 //
 // The heads come from a walk in seq order over claimSpan(Limit) seqs from
 // the first due message (oldest first) and, when that finds too few and a
@@ -55,6 +67,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (store.Claim, er
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
+	followers, err := s.claimFollowers(ctx, tx, seqs, p)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	seqs = append(seqs, followers...)
 	if len(seqs) > 0 {
 		rows, err := tx.QueryContext(ctx, s.q.claim, jsonSeqs(seqs), p.Owner, token.String(), p.Lease.Milliseconds())
 		if err != nil {

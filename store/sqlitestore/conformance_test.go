@@ -35,6 +35,7 @@ func TestConformance(t *testing.T) {
 				return insertUnchecked(ctx, b.db, m, headers)
 			},
 			Concurrent: true,
+			Runs:       true,
 		}
 	})
 }

@@ -68,6 +68,15 @@
 //     work, and so the time it holds the write lock, is bounded however the
 //     backlog spreads over aggregates, even when a long backlog sits on a
 //     few of them (BenchmarkClaim).
+//   - With ClaimParams.MaxRun above 1 a claim leases runs: before the
+//     UPDATE, for each head a range scan from the head's key over the
+//     messages of its aggregate after it, which are its followers up to
+//     the first that is not due (a failure waiting for its retry, another
+//     claim's lease, a dead letter) or would take the run's payload beyond
+//     ClaimParams.MaxRunBytes, at most MaxRun - 1. A run never skips a
+//     message. The heads fill the batch first; the followers fill the rest
+//     of ClaimParams.Limit rank by rank, every head's first follower before
+//     any head's second. With MaxRun 0 or 1 a claim is of heads only.
 //   - A message's seq is given out while its transaction holds the write
 //     lock, so within an aggregate enqueue order is commit order, and the
 //     relay publishes in that order. (PostgreSQL's late-commit caveat does
@@ -123,8 +132,9 @@
 //     proportion to its span, not to the table.
 //   - outbox_messages_unsent_by_aggregate, on (aggregate_type,
 //     aggregate_id, seq) where the status is not SENT: the claim's probe
-//     "is there an earlier unsent message of this aggregate?", and its
-//     scan from one aggregate's head to the next.
+//     "is there an earlier unsent message of this aggregate?", its scan
+//     from one aggregate's head to the next, and a run's scan from a head
+//     to its followers.
 //   - outbox_messages_sent_by_published_at, on (published_at) where status
 //     is SENT: [Store.Cleanup]'s oldest-first deletes.
 //

@@ -23,6 +23,7 @@ func (s *Store) ClaimSteps() []ClaimStep {
 		{"claim_by_seq", s.q.claimBySeq, []any{10, 1, 257}},
 		{"claim_beyond", s.q.claimBeyond, []any{257}},
 		{"claim_by_aggregate", s.q.claimByAggregate, []any{"order", "1", true, "order", "9", 256}},
+		{"claim_run", s.q.claimRun, []any{1, 9}},
 		{"claim", s.q.claim, []any{"[1,2,3]", "r", "token", 1000}},
 	}
 }

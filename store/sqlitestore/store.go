@@ -83,8 +83,8 @@ var (
 type queries struct {
 	enqueue, markSent, markFailed, release, get, counts, cleanup string
 
-	// The steps of a claim (claim.go).
-	claimFirstDue, claimBySeq, claimBeyond, claimByAggregate, claim string
+	// The steps of a claim (claim.go, run.go).
+	claimFirstDue, claimBySeq, claimBeyond, claimByAggregate, claimRun, claim string
 }
 
 //go:embed queries/*.sql
@@ -109,6 +109,7 @@ func New(db *sql.DB, cfg Config) (*Store, error) {
 		&s.q.claimBySeq:       "claim_by_seq.sql",
 		&s.q.claimBeyond:      "claim_beyond.sql",
 		&s.q.claimByAggregate: "claim_by_aggregate.sql",
+		&s.q.claimRun:         "claim_run.sql",
 		&s.q.claim:            "claim.sql",
 		&s.q.markSent:         "mark_sent.sql",
 		&s.q.markFailed:       "mark_failed.sql",

@@ -45,8 +45,14 @@ type Harness struct {
 	InsertUnchecked func(ctx context.Context, m outbox.Message, headers string) error
 	// Concurrent says that several claims may run at the same time (several
 	// connections). Defaults to false, which skips the concurrent-claims
-	// subtest.
+	// subtests.
 	Concurrent bool
+	// Runs says that the store claims runs: with ClaimParams.MaxRun above
+	// 1, a claim leases with each head the messages of its aggregate right
+	// after it (store.ClaimParams). Defaults to false, which skips the
+	// subtests of runs, but for the one that MaxRun 0 and 1 claim heads
+	// only: a store that ignores MaxRun passes it.
+	Runs bool
 	// ClaimsInMemory says that the store holds the leases of claimed
 	// messages in memory rather than in its table (pgstore in cursor mode):
 	// Get then reports a claimed message as PENDING without lease fields,
@@ -83,7 +89,7 @@ type spec struct {
 }
 
 // specs lists every subtest of Run, grouped by the call they are about.
-var specs = slices.Concat(enqueueSpecs, claimSpecs, leaseSpecs, markSpecs, opsSpecs)
+var specs = slices.Concat(enqueueSpecs, claimSpecs, runSpecs, leaseSpecs, markSpecs, opsSpecs)
 
 // Run runs the conformance suite, one parallel subtest per behaviour, each
 // on a harness that newHarness builds for it (so newHarness must give every
@@ -234,9 +240,15 @@ func (s *suite) claimAs(t *testing.T, owner string, limit int, lease time.Durati
 // that takes longer than expiryWait.
 func (s *suite) claimOnceExpired(t *testing.T, owner string, limit int, lease time.Duration) store.Claim {
 	t.Helper()
+	return s.claimOnceExpiredWith(t, store.ClaimParams{Owner: owner, Limit: limit, Lease: lease})
+}
+
+// claimOnceExpiredWith is claimOnceExpired with the claim's params.
+func (s *suite) claimOnceExpiredWith(t *testing.T, p store.ClaimParams) store.Claim {
+	t.Helper()
 	deadline := time.Now().Add(expiryWait)
 	for {
-		c := s.claimAs(t, owner, limit, lease)
+		c := s.claimRun(t, p.Owner, p.Limit, p.MaxRun, p.MaxRunBytes, p.Lease)
 		if len(c.Records) > 0 {
 			return c
 		}

@@ -1,5 +1,6 @@
--- Store.Claim, step 5: lease the heads the steps before picked. Still due
--- (the steps ran in this write transaction, so they are), by primary key.
+-- Store.Claim, the last step: lease the messages the steps before picked
+-- (the heads, and with runs their followers). Still due (the steps ran in
+-- this write transaction, so they are), by primary key.
 --
 -- ?1 seqs (JSON array of integers), ?2 lease owner, ?3 lease token, ?4
 -- lease length in milliseconds.
