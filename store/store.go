@@ -97,8 +97,11 @@ type Failure struct {
 
 // Queue is what the relay needs from a store.
 type Queue interface {
-	// Claim leases up to p.Limit due messages, at most one per aggregate
-	// (the aggregate's head), in a short transaction of its own.
+	// Claim leases up to p.Limit due messages in a short transaction of its
+	// own: the aggregates' heads (a head is a message with nothing earlier
+	// of its aggregate unsent), and with p.MaxRun above 1 each head's run
+	// (see ClaimParams.MaxRun); a store that cannot claim runs leases heads
+	// only.
 	Claim(ctx context.Context, p ClaimParams) (Claim, error)
 	// MarkSent marks the messages SENT with PublishedAt = now, if they are
 	// still IN_FLIGHT under token. It returns the number of rows changed.
