@@ -63,6 +63,9 @@ func seqsOfRecs(recs []outbox.Record) []int64 {
 	return out
 }
 
+// heads are the limits of a claim of limit records without runs.
+func heads(limit int) claimLimits { return claimLimits{limit: limit, maxRun: 1} }
+
 // dump describes everything the window holds, for comparisons.
 func dump(w *cursorWindow) string {
 	var b strings.Builder
@@ -101,6 +104,8 @@ func checkWindow(w *cursorWindow) error {
 		return fmt.Errorf("order %v against %d records", w.order, len(w.recs))
 	}
 	perAgg := map[aggKey][]int64{}
+	leasedPerAgg := map[aggKey]int{}
+	tokenOf := map[aggKey]uuid.UUID{} // an aggregate's leased records are one claim's
 	leasedRecs := 0
 	for _, s := range w.order {
 		cr := w.recs[s]
@@ -117,9 +122,11 @@ func checkWindow(w *cursorWindow) error {
 		perAgg[cr.key] = append(perAgg[cr.key], s)
 		if cr.state == recLeased {
 			leasedRecs++
-			if w.leased[cr.key] != s {
-				return fmt.Errorf("leased record %d of %v, but leased[%v] = %d", s, cr.key, cr.key, w.leased[cr.key])
+			leasedPerAgg[cr.key]++
+			if t, ok := tokenOf[cr.key]; ok && t != cr.token {
+				return fmt.Errorf("leased record %d of %v under %s, an earlier one under %s", s, cr.key, cr.token, t)
 			}
+			tokenOf[cr.key] = cr.token
 			if !slices.Contains(w.tokens[cr.token], s) {
 				return fmt.Errorf("leased record %d not under its token %s", s, cr.token)
 			}
@@ -130,8 +137,8 @@ func checkWindow(w *cursorWindow) error {
 	if !maps.EqualFunc(perAgg, w.aggs, slices.Equal) {
 		return fmt.Errorf("aggregates %v, want %v", w.aggs, perAgg)
 	}
-	if len(w.leased) != leasedRecs {
-		return fmt.Errorf("%d leased aggregates for %d leased records", len(w.leased), leasedRecs)
+	if !maps.Equal(leasedPerAgg, w.leased) {
+		return fmt.Errorf("leased counts %v, want %v", w.leased, leasedPerAgg)
 	}
 	n := 0
 	for t, seqs := range w.tokens {
@@ -204,7 +211,7 @@ func TestCursorWindow_PositionNeverPassesAnOpenRecordOrAGap(t *testing.T) {
 			w := newCursorWindow(10, time.Second)
 			w.apply(headRead(50, 60, winT0, tc.rows...))
 			mustCheck(t, w)
-			got := seqsOfRecs(w.handOut(100, tok(1), "A", winT0.Add(time.Minute)))
+			got := seqsOfRecs(w.handOut(heads(100), tok(1), "A", winT0.Add(time.Minute)))
 			for _, s := range tc.acked {
 				if !slices.Contains(got, s) {
 					t.Fatalf("seq %d not handed out (got %v)", s, got)
@@ -226,7 +233,7 @@ func TestCursorWindow_ASuccessorTakesOverWhatWasHandledAboveThePosition(t *testi
 	// acknowledged, 14 read and not acknowledged, 15 acknowledged.
 	w := newCursorWindow(10, time.Second)
 	w.apply(headRead(50, 60, winT0, qrow(12, "b"), qrow(13, "c"), qrow(14, "d"), qrow(15, "e")))
-	out := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute)))
+	out := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute)))
 	if n := w.ack(tok(1), []int64{12, 13, 15}); n != 3 {
 		t.Fatalf("ack = %d of %v", n, out)
 	}
@@ -255,7 +262,7 @@ func TestCursorWindow_ASuccessorTakesOverWhatWasHandledAboveThePosition(t *testi
 			t.Errorf("gap %d-%d has bound %d, want the read's 80", g.lo, g.hi, g.xmax)
 		}
 	}
-	got := seqsOfRecs(s.handOut(10, tok(2), "B", at.Add(time.Minute)))
+	got := seqsOfRecs(s.handOut(heads(10), tok(2), "B", at.Add(time.Minute)))
 	if !slices.Equal(got, []int64{11, 14}) {
 		t.Fatalf("successor handed out %v, want [11 14]", got)
 	}
@@ -295,7 +302,7 @@ func TestCursorWindow_GapClosesOnlyOnceXminReachedItsXmaxAndTheGracePassed(t *te
 			first := headRead(90, 100, winT0, qrow(2, "a"))
 			first.Sent = winT0.Add(-time.Hour)
 			w.apply(first)
-			w.ack(tok(1), seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))))
+			w.ack(tok(1), seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))))
 			if len(w.gaps) != 1 || w.pos != 0 {
 				t.Fatalf("setup: want one gap and position 0\n%s", dump(w))
 			}
@@ -318,7 +325,7 @@ func TestCursorWindow_EachGapClosesByTheXmaxOfTheReadThatFoundIt(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(2, "a")))                  // gap 1, xmax 100
 	w.apply(headRead(95, 120, winT0.Add(time.Second), qrow(4, "b"))) // gap 3, xmax 120
-	w.ack(tok(1), seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))))
+	w.ack(tok(1), seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))))
 	w.apply(gapRead(110, 130, winT0.Add(5*time.Second), true))
 	mustCheck(t, w)
 	if len(w.gaps) != 1 || w.gaps[0].lo != 3 || w.pos != 2 {
@@ -352,7 +359,7 @@ func TestCursorWindow_AGapRowFillsItsGap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newCursorWindow(0, time.Second)
 			w.apply(headRead(90, 100, winT0, qrow(10, "x")))
-			w.handOut(10, tok(1), "A", winT0.Add(time.Minute)) // 10 is leased
+			w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute)) // 10 is leased
 			w.apply(gapRead(90, 110, winT0, true, tc.rows...))
 			mustCheck(t, w)
 			var gaps []span
@@ -375,7 +382,7 @@ func TestCursorWindow_AGapRowFillsItsGap(t *testing.T) {
 func TestCursorWindow_RowsAtOrBelowTheHeadAreIgnored(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "c")))
-	w.handOut(10, tok(1), "A", winT0.Add(time.Minute))
+	w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))
 	w.ack(tok(1), []int64{1})
 	before := dump(w)
 	// Read again (the head did not move for this read): the same rows and
@@ -422,14 +429,14 @@ func TestCursorWindow_HandOutGivesOnlyTheLowestOpenRecordOfAnAggregate(t *testin
 			w.apply(headRead(90, 100, winT0, rows(tc.aggs)...))
 			limit := tc.limit
 			if tc.before != nil {
-				w.handOut(100, tok(1), "A", winT0.Add(time.Minute))
+				w.handOut(heads(100), tok(1), "A", winT0.Add(time.Minute))
 				tc.before(w)
 				limit = 100
 			}
 			mustCheck(t, w)
-			eligible := w.eligible(limit)
+			eligible := w.eligible(heads(limit))
 			end := winT0.Add(2 * time.Minute)
-			out := w.handOut(limit, tok(2), "B", end)
+			out := w.handOut(heads(limit), tok(2), "B", end)
 			mustCheck(t, w)
 			if got := seqsOfRecs(out); !slices.Equal(got, tc.want) {
 				t.Fatalf("handed out %v, want %v\n%s", got, tc.want, dump(w))
@@ -449,18 +456,18 @@ func TestCursorWindow_HandOutGivesOnlyTheLowestOpenRecordOfAnAggregate(t *testin
 func TestCursorWindow_AnAggregateNeverHasTwoLeasedRecords(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(2, "a"))) // 1 not visible yet
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("handed out %v, want [2]", got)
 	}
 	// 1 commits late, of the same aggregate (its writers did not lock it):
 	// now the lowest open record of a, but a has 2 leased.
 	w.apply(gapRead(90, 100, winT0, true, qrow(1, "a")))
 	mustCheck(t, w)
-	if got := w.handOut(10, tok(2), "A", winT0.Add(time.Minute)); len(got) != 0 {
+	if got := w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute)); len(got) != 0 {
 		t.Fatalf("handed out %v while a's 2 is leased", seqsOfRecs(got))
 	}
 	w.ack(tok(1), []int64{2})
-	if got := seqsOfRecs(w.handOut(10, tok(3), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(3), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("after the ack handed out %v, want [1]", got)
 	}
 }
@@ -469,7 +476,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 	setup := func() *cursorWindow {
 		w := newCursorWindow(0, time.Second)
 		w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "a"), qrow(3, "b")))
-		w.handOut(10, tok(1), "A", winT0.Add(time.Second)) // 1 and 3, until +1s
+		w.handOut(heads(10), tok(1), "A", winT0.Add(time.Second)) // 1 and 3, until +1s
 		return w
 	}
 	cases := []struct {
@@ -501,7 +508,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 	t.Run("the old token after the lease ended and the records went to another claim", func(t *testing.T) {
 		w := setup()
 		w.expire(winT0.Add(time.Second))
-		if got := seqsOfRecs(w.handOut(10, tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3}) {
+		if got := seqsOfRecs(w.handOut(heads(10), tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3}) {
 			t.Fatalf("after the lease ended handed out %v, want [1 3]", got)
 		}
 		before := dump(w)
@@ -527,7 +534,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 func TestCursorWindow_FailureMovesTheRecordAndTheLaterOnesOfItsAggregateOut(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "a"), qrow(4, "a"), qrow(5, "b")))
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("handed out %v, want [1 2]", got)
 	}
 	before := dump(w)
@@ -549,7 +556,7 @@ func TestCursorWindow_FailureMovesTheRecordAndTheLaterOnesOfItsAggregateOut(t *t
 	if w.pos != 4 {
 		t.Errorf("position %d, want 4: past the failed record and those behind it", w.pos)
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
 		t.Errorf("then handed out %v, want [5]", got)
 	}
 }
@@ -563,7 +570,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 	if got := w.tablingSeqs(); !slices.Equal(got, []int64{1, 3}) {
 		t.Fatalf("tabling %v, want [1 3]", got)
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("handed out %v, want only b's 2", got)
 	}
 	// Read while the move is not committed yet: a's next row follows too.
@@ -582,7 +589,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 	// Once a is not behind anything any more (the read says not blocked),
 	// its rows stay with the cursor.
 	w.apply(headRead(90, 100, winT0, qrow(5, "a")))
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
 		t.Fatalf("handed out %v, want [5]", got)
 	}
 }
@@ -590,7 +597,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 func TestCursorWindow_AnEndedLeaseGivesBackEveryRecordOfItsClaim(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "c"), qrow(4, "d")))
-	w.handOut(10, tok(1), "A", winT0.Add(time.Second))
+	w.handOut(heads(10), tok(1), "A", winT0.Add(time.Second))
 	w.ack(tok(1), []int64{2})
 	w.expire(winT0.Add(time.Second))
 	mustCheck(t, w)
@@ -599,7 +606,7 @@ func TestCursorWindow_AnEndedLeaseGivesBackEveryRecordOfItsClaim(t *testing.T) {
 			t.Errorf("record %d in state %d after its lease ended, want buffered", s, st)
 		}
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3, 4}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3, 4}) {
 		t.Errorf("the next claim got %v, want [1 3 4]", got)
 	}
 }
@@ -613,13 +620,13 @@ func TestCursorWindow_ARowAboveTheHeadWaitsForTheGapRowsAReadLeftOut(t *testing.
 		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0}
 	w.apply(cut)
 	mustCheck(t, w)
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); slices.Contains(got, 6) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); slices.Contains(got, 6) {
 		t.Fatalf("handed out %v: a's 6 before a's 4, which the read left in its gap", got)
 	}
 	w.apply(pgstore.CursorRead{Xmin: 100, Xmax: 110, GapRows: []pgstore.CursorRow{qrow(3, "r"), qrow(4, "a")}, GapsComplete: true,
 		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0})
 	mustCheck(t, w)
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{3, 4}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{3, 4}) {
 		t.Fatalf("after a complete read handed out %v, want [3 4]", got)
 	}
 }
@@ -956,10 +963,10 @@ func rowSeqs(rows []pgstore.CursorRow) []string {
 }
 
 func (s *sim) handOut(limit int) {
-	eligible := s.w.eligible(limit)
+	eligible := s.w.eligible(heads(limit))
 	token := s.newToken()
 	end := s.now.Add(time.Duration(200+s.rng.IntN(3000)) * time.Millisecond)
-	out := s.w.handOut(limit, token, "relay", end)
+	out := s.w.handOut(heads(limit), token, "relay", end)
 	s.logf("hand out %d to %s: %v", limit, token.String()[:8], seqsOfRecs(out))
 	if len(out) > limit || len(out) != eligible {
 		s.fail("handed out %d records with limit %d, eligible said %d", len(out), limit, eligible)
@@ -1256,7 +1263,7 @@ func (s *sim) run(steps int) {
 			if s.cutGaps || s.rng.IntN(3) == 0 {
 				gapLimit = 1 + s.rng.IntN(2)
 			}
-			if s.w.eligible(limit) < limit {
+			if s.w.eligible(heads(limit)) < limit {
 				s.read(limit, gapLimit)
 			}
 			s.handOut(limit)
