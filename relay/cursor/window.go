@@ -77,10 +77,10 @@ type cursorWindow struct {
 	// due when it changed, even if pos did not move (see unhandled).
 	handled uint64
 
-	recs   map[int64]*cursorRec
-	order  []int64 // seqs of the open records, ascending
-	gaps   []cursorGap
-	aggs map[aggKey][]int64 // open records per aggregate, ascending
+	recs  map[int64]*cursorRec
+	order []int64 // seqs of the open records, ascending
+	gaps  []cursorGap
+	aggs  map[aggKey][]int64 // open records per aggregate, ascending
 	// leased counts the leased records per aggregate: an aggregate with
 	// one is busy. They are all under one token, the claim of their run.
 	leased map[aggKey]int

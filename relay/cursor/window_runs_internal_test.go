@@ -52,7 +52,7 @@ func TestCursorWindow_RunsAreTheNextBufferedRecordsOfAnAggregateWithinTheLimits(
 		{"payload within MaxRunBytes", []pgstore.CursorRow{prow(1, "a", 40), prow(2, "a", 40), prow(3, "a", 40)}, runs(10, 10, 100), []int64{1, 2}},
 		{"a follower that does not fit ends the run", []pgstore.CursorRow{prow(1, "a", 40), prow(2, "a", 70), prow(3, "a", 1)}, runs(10, 10, 100), []int64{1}},
 		{"the head whatever its size", []pgstore.CursorRow{prow(1, "a", 500), prow(2, "a", 1), prow(3, "b", 500)}, runs(10, 10, 100), []int64{1, 3}},
-		{"no bytes bound at 0", []pgstore.CursorRow{prow(1, "a", 1 << 20), prow(2, "a", 1 << 20)}, runs(10, 10, 0), []int64{1, 2}},
+		{"no bytes bound at 0", []pgstore.CursorRow{prow(1, "a", 1<<20), prow(2, "a", 1<<20)}, runs(10, 10, 0), []int64{1, 2}},
 		{"a gap between two records ends the run", []pgstore.CursorRow{qrow(1, "a"), qrow(2, "a"), qrow(4, "a"), qrow(5, "b")}, runs(10, 10, 0), []int64{1, 2, 5}},
 		{"a gap before the head does not", []pgstore.CursorRow{qrow(2, "a"), qrow(3, "a")}, runs(10, 10, 0), []int64{2, 3}},
 		{"a gap outside the run does not", []pgstore.CursorRow{qrow(1, "a"), qrow(2, "a"), qrow(4, "b"), qrow(5, "b")}, runs(10, 10, 0), []int64{1, 2, 4, 5}},
