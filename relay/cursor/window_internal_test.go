@@ -703,6 +703,10 @@ type sim struct {
 	// real read's is when more rows of gaps became visible than it asks for.
 	cutGaps     bool
 	latestEnded uint64
+	// maxRun and maxRunBytes are the claims' runs (heads only at 0); with
+	// runs, acks, releases and failures follow the relay's order per
+	// aggregate (runPart).
+	maxRun, maxRunBytes int
 }
 
 const simGrace = cursorGapGrace
@@ -903,6 +907,7 @@ func (s *sim) isCommitted(seq int64) bool {
 func (s *sim) row(seq int64) pgstore.CursorRow {
 	st := s.seqs[seq]
 	row := pgstore.CursorRow{Record: winRec(seq, st.agg), Queued: st.status == simQueued}
+	row.Record.Payload = make([]byte, 10*(seq%7))
 	if row.Queued {
 		for e := seq - 1; e >= 1; e-- {
 			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && o.status == simTable {
@@ -962,11 +967,16 @@ func rowSeqs(rows []pgstore.CursorRow) []string {
 	return out
 }
 
+// limits are the limits of a claim of limit records.
+func (s *sim) limits(limit int) claimLimits {
+	return claimLimits{limit: limit, maxRun: s.maxRun, maxRunBytes: s.maxRunBytes}
+}
+
 func (s *sim) handOut(limit int) {
-	eligible := s.w.eligible(heads(limit))
+	eligible := s.w.eligible(s.limits(limit))
 	token := s.newToken()
 	end := s.now.Add(time.Duration(200+s.rng.IntN(3000)) * time.Millisecond)
-	out := s.w.handOut(heads(limit), token, "relay", end)
+	out := s.w.handOut(s.limits(limit), token, "relay", end)
 	s.logf("hand out %d to %s: %v", limit, token.String()[:8], seqsOfRecs(out))
 	if len(out) > limit || len(out) != eligible {
 		s.fail("handed out %d records with limit %d, eligible said %d", len(out), limit, eligible)
@@ -979,6 +989,8 @@ func (s *sim) handOut(limit int) {
 	for _, seq := range slices.Collect(maps.Keys(s.leaseOf)) {
 		busy[s.seqs[seq].agg] = true
 	}
+	run := map[string][]int64{} // per aggregate, what this hand-out gave
+	runBytes := map[string]int{}
 	for i, r := range out {
 		seq := r.Seq
 		st := s.seqs[seq]
@@ -992,18 +1004,23 @@ func (s *sim) handOut(limit int) {
 		case r.AggregateID != st.agg:
 			s.fail("record %d of aggregate %s, the database says %s", seq, r.AggregateID, st.agg)
 		case busy[st.agg]:
-			s.fail("handed out %d while aggregate %s has a leased record: two leased records of one aggregate", seq, st.agg)
+			s.fail("handed out %d while aggregate %s has a leased record of another claim", seq, st.agg)
+		case len(run[st.agg]) > 0 && len(run[st.agg]) >= max(s.maxRun, 1):
+			s.fail("handed out %d of aggregate %s after %v: a run longer than %d", seq, st.agg, run[st.agg], s.maxRun)
+		case len(run[st.agg]) > 0 && s.maxRunBytes > 0 && runBytes[st.agg]+len(r.Payload) > s.maxRunBytes:
+			s.fail("handed out %d of aggregate %s after %v: more than %d bytes", seq, st.agg, run[st.agg], s.maxRunBytes)
 		case seq < s.handed[st.agg]:
 			s.fail("handed out %d of aggregate %s after its %d", seq, st.agg, s.handed[st.agg])
 		case s.savedDone[seq]:
 			s.fail("handed out %d again, which the last save recorded as handled", seq)
 		}
 		for e := seq - 1; e >= 1; e-- {
-			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && !o.published {
+			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && !o.published && !slices.Contains(run[st.agg], e) {
 				s.fail("handed out %d of aggregate %s before its earlier %d was published", seq, st.agg, e)
 			}
 		}
-		busy[st.agg] = true
+		run[st.agg] = append(run[st.agg], seq)
+		runBytes[st.agg] += len(r.Payload)
 		s.handed[st.agg] = seq
 		s.leaseOf[seq] = token
 		c.seqs = append(c.seqs, seq)
@@ -1070,6 +1087,9 @@ func (s *sim) unlease(c *simClaim, seqs []int64) {
 // count.
 func (s *sim) ack(release bool) {
 	token, seqs, c := s.pick()
+	if c != nil && s.maxRun > 1 {
+		seqs = s.runPart(c, !release)
+	}
 	if seqs == nil {
 		return
 	}
@@ -1088,7 +1108,19 @@ func (s *sim) ack(release bool) {
 			s.seqs[seq].published = true
 		}
 	}
+	if release {
+		s.gaveBack(want)
+	}
 	s.unlease(c, want)
+}
+
+// gaveBack notes that seqs went back to the window unpublished: they may
+// be handed out again.
+func (s *sim) gaveBack(seqs []int64) {
+	for _, seq := range seqs {
+		agg := s.seqs[seq].agg
+		s.handed[agg] = min(s.handed[agg], seq)
+	}
 }
 
 // failure is cursorMarkFailed: failing, the database's statements
@@ -1096,6 +1128,9 @@ func (s *sim) ack(release bool) {
 // did not commit.
 func (s *sim) failure() {
 	token, seqs, c := s.pick()
+	if c != nil && s.maxRun > 1 {
+		seqs = s.runFailure(c)
+	}
 	if seqs == nil {
 		return
 	}
@@ -1127,7 +1162,61 @@ func (s *sim) failure() {
 		}
 	}
 	s.w.failed(token, mine, behind)
-	s.unlease(c, mine)
+	s.unlease(c, append(slices.Clone(mine), s.held(token, behind)...))
+}
+
+// byAggregate returns the seqs of claim c per aggregate, ascending, and
+// the aggregates in a fixed order.
+func (s *sim) byAggregate(c *simClaim) (map[string][]int64, []string) {
+	per := map[string][]int64{}
+	for _, seq := range c.seqs {
+		per[s.seqs[seq].agg] = append(per[s.seqs[seq].agg], seq)
+	}
+	for _, seqs := range per {
+		slices.Sort(seqs)
+	}
+	return per, slices.Sorted(maps.Keys(per))
+}
+
+// runPart returns what the relay acknowledges (prefix) or gives back of
+// claim c: per aggregate, a prefix or a suffix of its records in c.
+func (s *sim) runPart(c *simClaim, prefix bool) []int64 {
+	per, aggs := s.byAggregate(c)
+	var out []int64
+	for _, a := range aggs {
+		seqs := per[a]
+		n := s.rng.IntN(len(seqs) + 1)
+		if prefix {
+			out = append(out, seqs[:n]...)
+		} else {
+			out = append(out, seqs[len(seqs)-n:]...)
+		}
+	}
+	return out
+}
+
+// runFailure returns the failures the relay records of claim c: the first
+// record of some of its aggregates, after it gave the rest of each back
+// (as the relay does; now and then not, which must keep order too).
+func (s *sim) runFailure(c *simClaim) []int64 {
+	per, aggs := s.byAggregate(c)
+	var failed []int64
+	for _, a := range aggs {
+		if s.rng.IntN(2) == 0 {
+			continue
+		}
+		seqs := per[a]
+		failed = append(failed, seqs[0])
+		if rest := seqs[1:]; len(rest) > 0 && s.rng.IntN(4) != 0 {
+			if n := s.w.release(c.token, rest); n != int64(len(rest)) {
+				s.fail("release of %v before the failure of %d = %d", rest, seqs[0], n)
+			}
+			s.logf("release %s %v before the failure", c.token.String()[:8], rest)
+			s.gaveBack(rest)
+			s.unlease(c, rest)
+		}
+	}
+	return failed
 }
 
 func (s *sim) expire() {
@@ -1136,6 +1225,7 @@ func (s *sim) expire() {
 	for _, c := range slices.Clone(s.claims) {
 		if !s.now.Before(c.leaseEnd) {
 			gone = append(gone, c.seqs...)
+			s.gaveBack(c.seqs)
 			s.stale = append(s.stale, c.token)
 			s.unlease(c, slices.Clone(c.seqs))
 		}
@@ -1205,19 +1295,19 @@ func (s *sim) check() {
 		}
 	}
 	s.lastPos = s.w.pos
-	aggs := map[string]int64{}
+	aggs := map[string]uuid.UUID{}
 	for seq, token := range s.leaseOf {
 		cr := s.w.recs[seq]
 		if cr == nil || cr.state != recLeased || cr.token != token {
 			s.fail("the model has %d leased to %s, the window %+v", seq, token, cr)
 		}
-		if o, ok := aggs[s.seqs[seq].agg]; ok {
-			s.fail("aggregate %s has %d and %d leased", s.seqs[seq].agg, o, seq)
+		if o, ok := aggs[s.seqs[seq].agg]; ok && (o != token || s.maxRun <= 1) {
+			s.fail("aggregate %s has %d leased to %s and another to %s", s.seqs[seq].agg, seq, token, o)
 		}
-		aggs[s.seqs[seq].agg] = seq
+		aggs[s.seqs[seq].agg] = token
 	}
-	if len(s.w.leased) != len(s.leaseOf) {
-		s.fail("the window has %d leased aggregates, the model %d leased records", len(s.w.leased), len(s.leaseOf))
+	if len(s.w.leased) != len(aggs) {
+		s.fail("the window has %d leased aggregates, the model %d", len(s.w.leased), len(aggs))
 	}
 }
 
@@ -1263,7 +1353,7 @@ func (s *sim) run(steps int) {
 			if s.cutGaps || s.rng.IntN(3) == 0 {
 				gapLimit = 1 + s.rng.IntN(2)
 			}
-			if s.w.eligible(heads(limit)) < limit {
+			if s.w.eligible(s.limits(limit)) < limit {
 				s.read(limit, gapLimit)
 			}
 			s.handOut(limit)
@@ -1338,6 +1428,23 @@ func (s *sim) drain() {
 
 func TestCursorWindow_RandomHistoriesKeepTheInvariants(t *testing.T) {
 	randomHistories(t)
+}
+
+func TestCursorWindow_RandomHistoriesWithRunsKeepTheInvariants(t *testing.T) {
+	steps := 1500
+	if testing.Short() {
+		steps = 300
+	}
+	for seed := uint64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			s := newSim(t, seed)
+			s.maxRun = 2 + int(seed%4)
+			if seed%3 == 0 {
+				s.maxRunBytes = 70
+			}
+			s.run(steps)
+		})
+	}
 }
 
 func randomHistories(t *testing.T) {
