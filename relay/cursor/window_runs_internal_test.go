@@ -1,6 +1,7 @@
 package cursor
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -139,7 +140,7 @@ func TestCursorWindow_ARunReleasedBehindItsLeasedHeadWaitsForIt(t *testing.T) {
 func TestCursorWindow_AFailureInARunTablesItAndEverythingBehindIt(t *testing.T) {
 	const n = 4 // a's run: seqs 1-4; b's 5 and a's 6 (beyond MaxRun) follow
 	for p := int64(1); p <= n; p++ {
-		t.Run("", func(t *testing.T) {
+		t.Run(fmt.Sprint("failure at ", p), func(t *testing.T) {
 			w := newCursorWindow(0, time.Second)
 			w.apply(headRead(90, 100, winT0, append(aggRows("aaaab"), qrow(6, "a"))...))
 			if got := seqsOfRecs(w.handOut(runs(10, n, 0), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
