@@ -47,8 +47,9 @@ func New(st *pgstore.Store) *Strategy {
 
 // Claim leases up to p.Limit messages to p.Owner for p.Lease under a new
 // random token, with the guarantees of [store.Queue]: cursor messages from
-// the leader's window (after a read, if it holds too few) and due messages
-// of the table path, in one round trip with whatever the cursor needs to
+// the leader's window (after a read, if it holds too few), in runs when
+// p.MaxRun is above 1 (see Runs in the package documentation), and due
+// messages of the table path, in one round trip with whatever the cursor needs to
 // write. A standby hands out table-path messages only, and tries to lead
 // now and then in the same round trip. The records are in Seq order. A
 // Limit below 1 claims nothing; a Lease shorter than a millisecond is an

@@ -41,6 +41,32 @@
 // claims fail with an error wrapping [pgstore.ErrNotCursorMode], which
 // tells a relay that follows the recorded mode to switch strategy.
 //
+// # Runs
+//
+// With store.ClaimParams.MaxRun above 1 (relay.Config.MaxRun), the leader
+// hands out runs: with the first unsent message of an aggregate (its
+// head), the next messages of that aggregate it has read, in seq order,
+// up to MaxRun messages whose payload, the head's included, stays within
+// MaxRunBytes (0: no bound; the head goes whatever its size). A run stops
+// before a message that is not read yet, before one on its way to the
+// table path, and before a seq between two messages of the aggregate that
+// is not visible yet (it may still commit as a message of the aggregate).
+// A claim takes the heads first, in seq order, then the second message of
+// each run, then the third, and so on within its Limit, so that one
+// aggregate with a backlog does not crowd out the others. MaxRun 0 and 1
+// hand out heads only.
+//
+// An aggregate with a message handed out gets nothing more until each
+// message of its run is acknowledged, failed, or given back: what is given
+// back (Release, or a claim whose lease ended, which gives back all it
+// holds) is handed out again from the aggregate's lowest unsent message,
+// in order. A failed message enters the table path with every later
+// message of its aggregate the leader holds, including those of its run
+// that its claim still holds (the relay gives them back first), whose
+// later marks under that claim then change nothing. The position and what
+// a save records as handled move only over acknowledged messages, so a new
+// leader publishes again the part of a run that was not acknowledged.
+//
 // # How the guarantees hold
 //
 // Not passing a message that is still committing: seqs are taken at INSERT

@@ -44,7 +44,7 @@ func (s *Strategy) planTrip(token uuid.UUID, seqs []int64, p *store.ClaimParams,
 	}
 	if p != nil && p.Limit >= 1 {
 		if cs.leader {
-			s.planRead(&plan, p.Limit, now)
+			s.planRead(&plan, claimLimitsOf(p), now)
 		} else if now.Sub(cs.checkedAt) >= s.standbyInterval() {
 			plan.trip.Lead = &pgstore.CursorLeadAttempt{Owner: p.Owner, Token: uuid.New(), Lease: cs.lease}
 			cs.checkedAt = now
@@ -60,23 +60,23 @@ func (s *Strategy) planTrip(token uuid.UUID, seqs []int64, p *store.ClaimParams,
 }
 
 // planRead plans the leader's read when its window holds fewer eligible
-// records than a claim of limit: above the head only while the window has
+// records than a claim within l: above the head only while the window has
 // room, the gaps in any case, so that they can close. cs.mu is held.
-func (s *Strategy) planRead(plan *tripPlan, limit int, now time.Time) {
+func (s *Strategy) planRead(plan *tripPlan, l claimLimits, now time.Time) {
 	w := s.cs.win
 	w.expire(now)
-	if w.eligible(limit) >= limit {
+	if w.eligible(l) >= l.limit {
 		return
 	}
 	headLimit := 0
 	if w.open() < s.set.ReadAhead && len(w.gaps) < cursorMaxGaps {
-		headLimit = limit
+		headLimit = l.limit
 	}
 	if headLimit == 0 && len(w.gaps) == 0 {
 		return
 	}
 	lo, hi := w.gapRanges()
-	plan.trip.Read = &pgstore.CursorReadRequest{From: w.head, HeadLimit: headLimit, GapLo: lo, GapHi: hi, GapLimit: 4 * limit}
+	plan.trip.Read = &pgstore.CursorReadRequest{From: w.head, HeadLimit: headLimit, GapLo: lo, GapHi: hi, GapLimit: 4 * l.limit}
 }
 
 // planSave plans the leader's save of its position, which also renews its

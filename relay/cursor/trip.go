@@ -189,8 +189,9 @@ func (s *Strategy) applySave(plan *tripPlan, r *pgstore.CursorTripResult) bool {
 }
 
 // handOut fills claim cl (p nil: no claim) with the table-path messages
-// claimed and as many eligible cursor messages as fit, and remembers which
-// claims hold table-path messages. cs.mu is held.
+// claimed and as many cursor messages as fit: the eligible ones, each with
+// its run when p.MaxRun is above 1 (cursorWindow.handOut). It remembers
+// which claims hold table-path messages. cs.mu is held.
 func (s *Strategy) handOut(cl store.Claim, p *store.ClaimParams, leaderTok uuid.UUID, tableRecs []outbox.Record) store.Claim {
 	cs := &s.cs
 	if p == nil || p.Limit < 1 {
@@ -213,7 +214,9 @@ func (s *Strategy) handOut(cl store.Claim, p *store.ClaimParams, leaderTok uuid.
 		cs.rememberTableClaim(cl.Token, time.Now().Add(p.Lease))
 	}
 	if cs.leader && cs.token == leaderTok && len(recs) < p.Limit {
-		recs = append(recs, cs.win.handOut(p.Limit-len(recs), cl.Token, p.Owner, time.Now().Add(p.Lease))...)
+		l := claimLimitsOf(p)
+		l.limit -= len(recs)
+		recs = append(recs, cs.win.handOut(l, cl.Token, p.Owner, time.Now().Add(p.Lease))...)
 	}
 	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	cl.Records = recs

@@ -1,6 +1,7 @@
 package cursor
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outbox-dev/outbox"
+	"github.com/outbox-dev/outbox/store"
 	"github.com/outbox-dev/outbox/store/pgstore"
 )
 
@@ -75,11 +77,13 @@ type cursorWindow struct {
 	// due when it changed, even if pos did not move (see unhandled).
 	handled uint64
 
-	recs   map[int64]*cursorRec
-	order  []int64 // seqs of the open records, ascending
-	gaps   []cursorGap
-	aggs   map[aggKey][]int64 // open records per aggregate, ascending
-	leased map[aggKey]int64   // the leased record of an aggregate
+	recs  map[int64]*cursorRec
+	order []int64 // seqs of the open records, ascending
+	gaps  []cursorGap
+	aggs  map[aggKey][]int64 // open records per aggregate, ascending
+	// leased counts the leased records per aggregate: an aggregate with
+	// one is busy. They are all under one token, the claim of their run.
+	leased map[aggKey]int
 	tokens map[uuid.UUID][]int64
 }
 
@@ -88,7 +92,7 @@ func newCursorWindow(pos int64, grace time.Duration) *cursorWindow {
 		pos: pos, head: pos, grace: grace,
 		recs:   map[int64]*cursorRec{},
 		aggs:   map[aggKey][]int64{},
-		leased: map[aggKey]int64{},
+		leased: map[aggKey]int{},
 		tokens: map[uuid.UUID][]int64{},
 	}
 }
@@ -308,18 +312,22 @@ func (w *cursorWindow) expire(now time.Time) {
 	}
 }
 
+// claimLimits bounds a hand-out: limit records in all, and per aggregate
+// a run of at most maxRun records (0 and 1: its head alone) whose payload
+// stays within maxRunBytes (0: no bound; the head is handed out whatever
+// its size).
+type claimLimits struct {
+	limit, maxRun, maxRunBytes int
+}
+
+// claimLimitsOf returns the limits of a claim with p.
+func claimLimitsOf(p *store.ClaimParams) claimLimits {
+	return claimLimits{limit: p.Limit, maxRun: p.MaxRun, maxRunBytes: p.MaxRunBytes}
+}
+
 // eligible is the number of records handOut could give now.
-func (w *cursorWindow) eligible(limit int) int {
-	n := 0
-	for _, s := range w.order {
-		if n >= limit {
-			break
-		}
-		if w.isEligible(s) {
-			n++
-		}
-	}
-	return n
+func (w *cursorWindow) eligible(l claimLimits) int {
+	return len(w.pick(l))
 }
 
 // isEligible: buffered, the lowest open record of its aggregate, and its
@@ -329,30 +337,120 @@ func (w *cursorWindow) isEligible(seq int64) bool {
 	if cr.state != recBuffered {
 		return false
 	}
-	if _, busy := w.leased[cr.key]; busy {
+	if w.leased[cr.key] > 0 {
 		return false
 	}
 	return w.aggs[cr.key][0] == seq
 }
 
-// handOut leases up to limit eligible records to token until leaseEnd and
-// returns them in seq order, marked IN_FLIGHT for owner.
-func (w *cursorWindow) handOut(limit int, token uuid.UUID, owner string, leaseEnd time.Time) []outbox.Record {
-	var out []outbox.Record
+// pick returns the records a hand-out within l leases, not in seq order:
+// the eligible records (the heads) in seq order, then, rank by rank, the
+// next record of each head's run, so that every run gets its second
+// record before any gets its third (see follower).
+func (w *cursorWindow) pick(l claimLimits) []int64 {
+	var out []int64
 	for _, s := range w.order {
-		if len(out) >= limit {
+		if len(out) >= l.limit {
+			return out
+		}
+		if w.isEligible(s) {
+			out = append(out, s)
+		}
+	}
+	if l.maxRun <= 1 || len(out) == 0 || len(out) >= l.limit {
+		return out
+	}
+	runs := make([]pickRun, len(out))
+	for i, s := range out {
+		runs[i] = pickRun{last: s, bytes: len(w.recs[s].rec.Payload)}
+	}
+	for rank := 2; rank <= l.maxRun; rank++ {
+		grown := false
+		for i := range runs {
+			if len(out) >= l.limit {
+				return out
+			}
+			if s, ok := w.grow(&runs[i], l.maxRunBytes); ok {
+				out = append(out, s)
+				grown = true
+			}
+		}
+		if !grown {
 			break
 		}
-		if !w.isEligible(s) {
-			continue
+	}
+	return out
+}
+
+// pickRun is a run being picked: its last record so far and its payload
+// bytes.
+type pickRun struct {
+	last  int64
+	bytes int
+	ended bool
+}
+
+// grow adds the follower of r's last record to r if its payload fits in
+// maxBytes (0: no bound), and returns it; a run that cannot grow ends.
+func (w *cursorWindow) grow(r *pickRun, maxBytes int) (int64, bool) {
+	if r.ended {
+		return 0, false
+	}
+	s, ok := w.follower(r.last)
+	if ok {
+		n := len(w.recs[s].rec.Payload)
+		if maxBytes > 0 && r.bytes+n > maxBytes {
+			ok = false
+		} else {
+			r.last, r.bytes = s, r.bytes+n
 		}
+	}
+	r.ended = !ok
+	return s, ok
+}
+
+// follower returns the record that may follow prev in a run: the next
+// open record of prev's aggregate, if it is buffered and no gap lies
+// between them (a seq there may still commit as a message of the
+// aggregate).
+func (w *cursorWindow) follower(prev int64) (int64, bool) {
+	list := w.aggs[w.recs[prev].key]
+	i, found := slices.BinarySearch(list, prev)
+	if !found || i+1 == len(list) {
+		return 0, false
+	}
+	next := list[i+1]
+	if w.recs[next].state != recBuffered || w.gapBetween(prev, next) {
+		return 0, false
+	}
+	return next, true
+}
+
+// gapBetween reports whether a gap holds a seq strictly between lo and hi.
+func (w *cursorWindow) gapBetween(lo, hi int64) bool {
+	i, _ := slices.BinarySearchFunc(w.gaps, lo, func(g cursorGap, s int64) int {
+		return cmp.Compare(g.hi, s+1) // the first gap whose hi is above lo
+	})
+	return i < len(w.gaps) && w.gaps[i].lo < hi
+}
+
+// handOut leases the records pick chooses within l to token until
+// leaseEnd and returns them in seq order, marked IN_FLIGHT for owner.
+func (w *cursorWindow) handOut(l claimLimits, token uuid.UUID, owner string, leaseEnd time.Time) []outbox.Record {
+	seqs := w.pick(l)
+	slices.Sort(seqs)
+	out := make([]outbox.Record, 0, len(seqs))
+	for _, s := range seqs {
 		cr := w.recs[s]
 		cr.state, cr.token, cr.leaseEnd = recLeased, token, leaseEnd
-		w.leased[cr.key] = s
+		w.leased[cr.key]++
 		w.tokens[token] = append(w.tokens[token], s)
 		rec := cr.rec
 		rec.Status, rec.LeaseOwner, rec.LeaseExpiresAt = outbox.StatusInFlight, owner, leaseEnd
 		out = append(out, rec)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
@@ -405,7 +503,7 @@ func (w *cursorWindow) unlease(token uuid.UUID, seqs []int64, fn func(*cursorRec
 
 func (w *cursorWindow) unleaseOne(token uuid.UUID, s int64) {
 	cr := w.recs[s]
-	if w.leased[cr.key] == s {
+	if w.leased[cr.key]--; w.leased[cr.key] <= 0 {
 		delete(w.leased, cr.key)
 	}
 	cr.token, cr.leaseEnd = uuid.Nil, time.Time{}
@@ -436,7 +534,10 @@ func (w *cursorWindow) failing(token uuid.UUID, seqs []int64) (mine, behind []in
 }
 
 // failed handles the records that a committed failure moved to the table
-// path: the failed ones (still leased to token) and those behind them.
+// path: the failed ones (still leased to token) and those behind them,
+// also those of the run that token still holds (the relay gives them back
+// before it records the failure; if it did not, the table path owns them
+// all the same, and the claim's later marks of them change nothing).
 func (w *cursorWindow) failed(token uuid.UUID, mine, behind []int64) {
 	for _, s := range mine {
 		if cr := w.recs[s]; cr != nil && cr.state == recLeased && cr.token == token {
@@ -444,6 +545,7 @@ func (w *cursorWindow) failed(token uuid.UUID, mine, behind []int64) {
 			w.remove(s)
 		}
 	}
+	w.unlease(token, behind, func(*cursorRec) {})
 	w.tabled(behind)
 }
 

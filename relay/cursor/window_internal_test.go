@@ -63,6 +63,9 @@ func seqsOfRecs(recs []outbox.Record) []int64 {
 	return out
 }
 
+// heads are the limits of a claim of limit records without runs.
+func heads(limit int) claimLimits { return claimLimits{limit: limit, maxRun: 1} }
+
 // dump describes everything the window holds, for comparisons.
 func dump(w *cursorWindow) string {
 	var b strings.Builder
@@ -101,6 +104,8 @@ func checkWindow(w *cursorWindow) error {
 		return fmt.Errorf("order %v against %d records", w.order, len(w.recs))
 	}
 	perAgg := map[aggKey][]int64{}
+	leasedPerAgg := map[aggKey]int{}
+	tokenOf := map[aggKey]uuid.UUID{} // an aggregate's leased records are one claim's
 	leasedRecs := 0
 	for _, s := range w.order {
 		cr := w.recs[s]
@@ -117,9 +122,11 @@ func checkWindow(w *cursorWindow) error {
 		perAgg[cr.key] = append(perAgg[cr.key], s)
 		if cr.state == recLeased {
 			leasedRecs++
-			if w.leased[cr.key] != s {
-				return fmt.Errorf("leased record %d of %v, but leased[%v] = %d", s, cr.key, cr.key, w.leased[cr.key])
+			leasedPerAgg[cr.key]++
+			if t, ok := tokenOf[cr.key]; ok && t != cr.token {
+				return fmt.Errorf("leased record %d of %v under %s, an earlier one under %s", s, cr.key, cr.token, t)
 			}
+			tokenOf[cr.key] = cr.token
 			if !slices.Contains(w.tokens[cr.token], s) {
 				return fmt.Errorf("leased record %d not under its token %s", s, cr.token)
 			}
@@ -130,8 +137,8 @@ func checkWindow(w *cursorWindow) error {
 	if !maps.EqualFunc(perAgg, w.aggs, slices.Equal) {
 		return fmt.Errorf("aggregates %v, want %v", w.aggs, perAgg)
 	}
-	if len(w.leased) != leasedRecs {
-		return fmt.Errorf("%d leased aggregates for %d leased records", len(w.leased), leasedRecs)
+	if !maps.Equal(leasedPerAgg, w.leased) {
+		return fmt.Errorf("leased counts %v, want %v", w.leased, leasedPerAgg)
 	}
 	n := 0
 	for t, seqs := range w.tokens {
@@ -204,7 +211,7 @@ func TestCursorWindow_PositionNeverPassesAnOpenRecordOrAGap(t *testing.T) {
 			w := newCursorWindow(10, time.Second)
 			w.apply(headRead(50, 60, winT0, tc.rows...))
 			mustCheck(t, w)
-			got := seqsOfRecs(w.handOut(100, tok(1), "A", winT0.Add(time.Minute)))
+			got := seqsOfRecs(w.handOut(heads(100), tok(1), "A", winT0.Add(time.Minute)))
 			for _, s := range tc.acked {
 				if !slices.Contains(got, s) {
 					t.Fatalf("seq %d not handed out (got %v)", s, got)
@@ -226,7 +233,7 @@ func TestCursorWindow_ASuccessorTakesOverWhatWasHandledAboveThePosition(t *testi
 	// acknowledged, 14 read and not acknowledged, 15 acknowledged.
 	w := newCursorWindow(10, time.Second)
 	w.apply(headRead(50, 60, winT0, qrow(12, "b"), qrow(13, "c"), qrow(14, "d"), qrow(15, "e")))
-	out := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute)))
+	out := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute)))
 	if n := w.ack(tok(1), []int64{12, 13, 15}); n != 3 {
 		t.Fatalf("ack = %d of %v", n, out)
 	}
@@ -255,7 +262,7 @@ func TestCursorWindow_ASuccessorTakesOverWhatWasHandledAboveThePosition(t *testi
 			t.Errorf("gap %d-%d has bound %d, want the read's 80", g.lo, g.hi, g.xmax)
 		}
 	}
-	got := seqsOfRecs(s.handOut(10, tok(2), "B", at.Add(time.Minute)))
+	got := seqsOfRecs(s.handOut(heads(10), tok(2), "B", at.Add(time.Minute)))
 	if !slices.Equal(got, []int64{11, 14}) {
 		t.Fatalf("successor handed out %v, want [11 14]", got)
 	}
@@ -295,7 +302,7 @@ func TestCursorWindow_GapClosesOnlyOnceXminReachedItsXmaxAndTheGracePassed(t *te
 			first := headRead(90, 100, winT0, qrow(2, "a"))
 			first.Sent = winT0.Add(-time.Hour)
 			w.apply(first)
-			w.ack(tok(1), seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))))
+			w.ack(tok(1), seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))))
 			if len(w.gaps) != 1 || w.pos != 0 {
 				t.Fatalf("setup: want one gap and position 0\n%s", dump(w))
 			}
@@ -318,7 +325,7 @@ func TestCursorWindow_EachGapClosesByTheXmaxOfTheReadThatFoundIt(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(2, "a")))                  // gap 1, xmax 100
 	w.apply(headRead(95, 120, winT0.Add(time.Second), qrow(4, "b"))) // gap 3, xmax 120
-	w.ack(tok(1), seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))))
+	w.ack(tok(1), seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))))
 	w.apply(gapRead(110, 130, winT0.Add(5*time.Second), true))
 	mustCheck(t, w)
 	if len(w.gaps) != 1 || w.gaps[0].lo != 3 || w.pos != 2 {
@@ -352,7 +359,7 @@ func TestCursorWindow_AGapRowFillsItsGap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newCursorWindow(0, time.Second)
 			w.apply(headRead(90, 100, winT0, qrow(10, "x")))
-			w.handOut(10, tok(1), "A", winT0.Add(time.Minute)) // 10 is leased
+			w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute)) // 10 is leased
 			w.apply(gapRead(90, 110, winT0, true, tc.rows...))
 			mustCheck(t, w)
 			var gaps []span
@@ -375,7 +382,7 @@ func TestCursorWindow_AGapRowFillsItsGap(t *testing.T) {
 func TestCursorWindow_RowsAtOrBelowTheHeadAreIgnored(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "c")))
-	w.handOut(10, tok(1), "A", winT0.Add(time.Minute))
+	w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))
 	w.ack(tok(1), []int64{1})
 	before := dump(w)
 	// Read again (the head did not move for this read): the same rows and
@@ -422,14 +429,14 @@ func TestCursorWindow_HandOutGivesOnlyTheLowestOpenRecordOfAnAggregate(t *testin
 			w.apply(headRead(90, 100, winT0, rows(tc.aggs)...))
 			limit := tc.limit
 			if tc.before != nil {
-				w.handOut(100, tok(1), "A", winT0.Add(time.Minute))
+				w.handOut(heads(100), tok(1), "A", winT0.Add(time.Minute))
 				tc.before(w)
 				limit = 100
 			}
 			mustCheck(t, w)
-			eligible := w.eligible(limit)
+			eligible := w.eligible(heads(limit))
 			end := winT0.Add(2 * time.Minute)
-			out := w.handOut(limit, tok(2), "B", end)
+			out := w.handOut(heads(limit), tok(2), "B", end)
 			mustCheck(t, w)
 			if got := seqsOfRecs(out); !slices.Equal(got, tc.want) {
 				t.Fatalf("handed out %v, want %v\n%s", got, tc.want, dump(w))
@@ -449,18 +456,18 @@ func TestCursorWindow_HandOutGivesOnlyTheLowestOpenRecordOfAnAggregate(t *testin
 func TestCursorWindow_AnAggregateNeverHasTwoLeasedRecords(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(2, "a"))) // 1 not visible yet
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("handed out %v, want [2]", got)
 	}
 	// 1 commits late, of the same aggregate (its writers did not lock it):
 	// now the lowest open record of a, but a has 2 leased.
 	w.apply(gapRead(90, 100, winT0, true, qrow(1, "a")))
 	mustCheck(t, w)
-	if got := w.handOut(10, tok(2), "A", winT0.Add(time.Minute)); len(got) != 0 {
+	if got := w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute)); len(got) != 0 {
 		t.Fatalf("handed out %v while a's 2 is leased", seqsOfRecs(got))
 	}
 	w.ack(tok(1), []int64{2})
-	if got := seqsOfRecs(w.handOut(10, tok(3), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(3), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("after the ack handed out %v, want [1]", got)
 	}
 }
@@ -469,7 +476,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 	setup := func() *cursorWindow {
 		w := newCursorWindow(0, time.Second)
 		w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "a"), qrow(3, "b")))
-		w.handOut(10, tok(1), "A", winT0.Add(time.Second)) // 1 and 3, until +1s
+		w.handOut(heads(10), tok(1), "A", winT0.Add(time.Second)) // 1 and 3, until +1s
 		return w
 	}
 	cases := []struct {
@@ -501,7 +508,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 	t.Run("the old token after the lease ended and the records went to another claim", func(t *testing.T) {
 		w := setup()
 		w.expire(winT0.Add(time.Second))
-		if got := seqsOfRecs(w.handOut(10, tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3}) {
+		if got := seqsOfRecs(w.handOut(heads(10), tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3}) {
 			t.Fatalf("after the lease ended handed out %v, want [1 3]", got)
 		}
 		before := dump(w)
@@ -527,7 +534,7 @@ func TestCursorWindow_AWrongOrOldTokenChangesNothing(t *testing.T) {
 func TestCursorWindow_FailureMovesTheRecordAndTheLaterOnesOfItsAggregateOut(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "a"), qrow(4, "a"), qrow(5, "b")))
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("handed out %v, want [1 2]", got)
 	}
 	before := dump(w)
@@ -549,7 +556,7 @@ func TestCursorWindow_FailureMovesTheRecordAndTheLaterOnesOfItsAggregateOut(t *t
 	if w.pos != 4 {
 		t.Errorf("position %d, want 4: past the failed record and those behind it", w.pos)
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
 		t.Errorf("then handed out %v, want [5]", got)
 	}
 }
@@ -563,7 +570,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 	if got := w.tablingSeqs(); !slices.Equal(got, []int64{1, 3}) {
 		t.Fatalf("tabling %v, want [1 3]", got)
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("handed out %v, want only b's 2", got)
 	}
 	// Read while the move is not committed yet: a's next row follows too.
@@ -582,7 +589,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 	// Once a is not behind anything any more (the read says not blocked),
 	// its rows stay with the cursor.
 	w.apply(headRead(90, 100, winT0, qrow(5, "a")))
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{5}) {
 		t.Fatalf("handed out %v, want [5]", got)
 	}
 }
@@ -590,7 +597,7 @@ func TestCursorWindow_ARowBehindTheTablePathFollowsItThere(t *testing.T) {
 func TestCursorWindow_AnEndedLeaseGivesBackEveryRecordOfItsClaim(t *testing.T) {
 	w := newCursorWindow(0, time.Second)
 	w.apply(headRead(90, 100, winT0, qrow(1, "a"), qrow(2, "b"), qrow(3, "c"), qrow(4, "d")))
-	w.handOut(10, tok(1), "A", winT0.Add(time.Second))
+	w.handOut(heads(10), tok(1), "A", winT0.Add(time.Second))
 	w.ack(tok(1), []int64{2})
 	w.expire(winT0.Add(time.Second))
 	mustCheck(t, w)
@@ -599,7 +606,7 @@ func TestCursorWindow_AnEndedLeaseGivesBackEveryRecordOfItsClaim(t *testing.T) {
 			t.Errorf("record %d in state %d after its lease ended, want buffered", s, st)
 		}
 	}
-	if got := seqsOfRecs(w.handOut(10, tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3, 4}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "B", winT0.Add(time.Minute))); !slices.Equal(got, []int64{1, 3, 4}) {
 		t.Errorf("the next claim got %v, want [1 3 4]", got)
 	}
 }
@@ -613,13 +620,13 @@ func TestCursorWindow_ARowAboveTheHeadWaitsForTheGapRowsAReadLeftOut(t *testing.
 		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0}
 	w.apply(cut)
 	mustCheck(t, w)
-	if got := seqsOfRecs(w.handOut(10, tok(1), "A", winT0.Add(time.Minute))); slices.Contains(got, 6) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(1), "A", winT0.Add(time.Minute))); slices.Contains(got, 6) {
 		t.Fatalf("handed out %v: a's 6 before a's 4, which the read left in its gap", got)
 	}
 	w.apply(pgstore.CursorRead{Xmin: 100, Xmax: 110, GapRows: []pgstore.CursorRow{qrow(3, "r"), qrow(4, "a")}, GapsComplete: true,
 		HeadRows: []pgstore.CursorRow{qrow(6, "a")}, Sent: winT0, Returned: winT0})
 	mustCheck(t, w)
-	if got := seqsOfRecs(w.handOut(10, tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{3, 4}) {
+	if got := seqsOfRecs(w.handOut(heads(10), tok(2), "A", winT0.Add(time.Minute))); !slices.Equal(got, []int64{3, 4}) {
 		t.Fatalf("after a complete read handed out %v, want [3 4]", got)
 	}
 }
@@ -696,6 +703,10 @@ type sim struct {
 	// real read's is when more rows of gaps became visible than it asks for.
 	cutGaps     bool
 	latestEnded uint64
+	// maxRun and maxRunBytes are the claims' runs (heads only at 0); with
+	// runs, acks, releases and failures follow the relay's order per
+	// aggregate (runPart).
+	maxRun, maxRunBytes int
 }
 
 const simGrace = cursorGapGrace
@@ -896,6 +907,7 @@ func (s *sim) isCommitted(seq int64) bool {
 func (s *sim) row(seq int64) pgstore.CursorRow {
 	st := s.seqs[seq]
 	row := pgstore.CursorRow{Record: winRec(seq, st.agg), Queued: st.status == simQueued}
+	row.Record.Payload = make([]byte, 10*(seq%7))
 	if row.Queued {
 		for e := seq - 1; e >= 1; e-- {
 			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && o.status == simTable {
@@ -955,11 +967,16 @@ func rowSeqs(rows []pgstore.CursorRow) []string {
 	return out
 }
 
+// limits are the limits of a claim of limit records.
+func (s *sim) limits(limit int) claimLimits {
+	return claimLimits{limit: limit, maxRun: s.maxRun, maxRunBytes: s.maxRunBytes}
+}
+
 func (s *sim) handOut(limit int) {
-	eligible := s.w.eligible(limit)
+	eligible := s.w.eligible(s.limits(limit))
 	token := s.newToken()
 	end := s.now.Add(time.Duration(200+s.rng.IntN(3000)) * time.Millisecond)
-	out := s.w.handOut(limit, token, "relay", end)
+	out := s.w.handOut(s.limits(limit), token, "relay", end)
 	s.logf("hand out %d to %s: %v", limit, token.String()[:8], seqsOfRecs(out))
 	if len(out) > limit || len(out) != eligible {
 		s.fail("handed out %d records with limit %d, eligible said %d", len(out), limit, eligible)
@@ -972,6 +989,8 @@ func (s *sim) handOut(limit int) {
 	for _, seq := range slices.Collect(maps.Keys(s.leaseOf)) {
 		busy[s.seqs[seq].agg] = true
 	}
+	run := map[string][]int64{} // per aggregate, what this hand-out gave
+	runBytes := map[string]int{}
 	for i, r := range out {
 		seq := r.Seq
 		st := s.seqs[seq]
@@ -985,18 +1004,23 @@ func (s *sim) handOut(limit int) {
 		case r.AggregateID != st.agg:
 			s.fail("record %d of aggregate %s, the database says %s", seq, r.AggregateID, st.agg)
 		case busy[st.agg]:
-			s.fail("handed out %d while aggregate %s has a leased record: two leased records of one aggregate", seq, st.agg)
+			s.fail("handed out %d while aggregate %s has a leased record of another claim", seq, st.agg)
+		case len(run[st.agg]) > 0 && len(run[st.agg]) >= max(s.maxRun, 1):
+			s.fail("handed out %d of aggregate %s after %v: a run longer than %d", seq, st.agg, run[st.agg], s.maxRun)
+		case len(run[st.agg]) > 0 && s.maxRunBytes > 0 && runBytes[st.agg]+len(r.Payload) > s.maxRunBytes:
+			s.fail("handed out %d of aggregate %s after %v: more than %d bytes", seq, st.agg, run[st.agg], s.maxRunBytes)
 		case seq < s.handed[st.agg]:
 			s.fail("handed out %d of aggregate %s after its %d", seq, st.agg, s.handed[st.agg])
 		case s.savedDone[seq]:
 			s.fail("handed out %d again, which the last save recorded as handled", seq)
 		}
 		for e := seq - 1; e >= 1; e-- {
-			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && !o.published {
+			if o := s.seqs[e]; o.agg == st.agg && s.isCommitted(e) && !o.published && !slices.Contains(run[st.agg], e) {
 				s.fail("handed out %d of aggregate %s before its earlier %d was published", seq, st.agg, e)
 			}
 		}
-		busy[st.agg] = true
+		run[st.agg] = append(run[st.agg], seq)
+		runBytes[st.agg] += len(r.Payload)
 		s.handed[st.agg] = seq
 		s.leaseOf[seq] = token
 		c.seqs = append(c.seqs, seq)
@@ -1063,6 +1087,9 @@ func (s *sim) unlease(c *simClaim, seqs []int64) {
 // count.
 func (s *sim) ack(release bool) {
 	token, seqs, c := s.pick()
+	if c != nil && s.maxRun > 1 {
+		seqs = s.runPart(c, !release)
+	}
 	if seqs == nil {
 		return
 	}
@@ -1081,7 +1108,19 @@ func (s *sim) ack(release bool) {
 			s.seqs[seq].published = true
 		}
 	}
+	if release {
+		s.gaveBack(want)
+	}
 	s.unlease(c, want)
+}
+
+// gaveBack notes that seqs went back to the window unpublished: they may
+// be handed out again.
+func (s *sim) gaveBack(seqs []int64) {
+	for _, seq := range seqs {
+		agg := s.seqs[seq].agg
+		s.handed[agg] = min(s.handed[agg], seq)
+	}
 }
 
 // failure is cursorMarkFailed: failing, the database's statements
@@ -1089,6 +1128,9 @@ func (s *sim) ack(release bool) {
 // did not commit.
 func (s *sim) failure() {
 	token, seqs, c := s.pick()
+	if c != nil && s.maxRun > 1 {
+		seqs = s.runFailure(c)
+	}
 	if seqs == nil {
 		return
 	}
@@ -1120,7 +1162,61 @@ func (s *sim) failure() {
 		}
 	}
 	s.w.failed(token, mine, behind)
-	s.unlease(c, mine)
+	s.unlease(c, append(slices.Clone(mine), s.held(token, behind)...))
+}
+
+// byAggregate returns the seqs of claim c per aggregate, ascending, and
+// the aggregates in a fixed order.
+func (s *sim) byAggregate(c *simClaim) (map[string][]int64, []string) {
+	per := map[string][]int64{}
+	for _, seq := range c.seqs {
+		per[s.seqs[seq].agg] = append(per[s.seqs[seq].agg], seq)
+	}
+	for _, seqs := range per {
+		slices.Sort(seqs)
+	}
+	return per, slices.Sorted(maps.Keys(per))
+}
+
+// runPart returns what the relay acknowledges (prefix) or gives back of
+// claim c: per aggregate, a prefix or a suffix of its records in c.
+func (s *sim) runPart(c *simClaim, prefix bool) []int64 {
+	per, aggs := s.byAggregate(c)
+	var out []int64
+	for _, a := range aggs {
+		seqs := per[a]
+		n := s.rng.IntN(len(seqs) + 1)
+		if prefix {
+			out = append(out, seqs[:n]...)
+		} else {
+			out = append(out, seqs[len(seqs)-n:]...)
+		}
+	}
+	return out
+}
+
+// runFailure returns the failures the relay records of claim c: the first
+// record of some of its aggregates, after it gave the rest of each back
+// (as the relay does; now and then not, which must keep order too).
+func (s *sim) runFailure(c *simClaim) []int64 {
+	per, aggs := s.byAggregate(c)
+	var failed []int64
+	for _, a := range aggs {
+		if s.rng.IntN(2) == 0 {
+			continue
+		}
+		seqs := per[a]
+		failed = append(failed, seqs[0])
+		if rest := seqs[1:]; len(rest) > 0 && s.rng.IntN(4) != 0 {
+			if n := s.w.release(c.token, rest); n != int64(len(rest)) {
+				s.fail("release of %v before the failure of %d = %d", rest, seqs[0], n)
+			}
+			s.logf("release %s %v before the failure", c.token.String()[:8], rest)
+			s.gaveBack(rest)
+			s.unlease(c, rest)
+		}
+	}
+	return failed
 }
 
 func (s *sim) expire() {
@@ -1129,6 +1225,7 @@ func (s *sim) expire() {
 	for _, c := range slices.Clone(s.claims) {
 		if !s.now.Before(c.leaseEnd) {
 			gone = append(gone, c.seqs...)
+			s.gaveBack(c.seqs)
 			s.stale = append(s.stale, c.token)
 			s.unlease(c, slices.Clone(c.seqs))
 		}
@@ -1198,19 +1295,19 @@ func (s *sim) check() {
 		}
 	}
 	s.lastPos = s.w.pos
-	aggs := map[string]int64{}
+	aggs := map[string]uuid.UUID{}
 	for seq, token := range s.leaseOf {
 		cr := s.w.recs[seq]
 		if cr == nil || cr.state != recLeased || cr.token != token {
 			s.fail("the model has %d leased to %s, the window %+v", seq, token, cr)
 		}
-		if o, ok := aggs[s.seqs[seq].agg]; ok {
-			s.fail("aggregate %s has %d and %d leased", s.seqs[seq].agg, o, seq)
+		if o, ok := aggs[s.seqs[seq].agg]; ok && (o != token || s.maxRun <= 1) {
+			s.fail("aggregate %s has %d leased to %s and another to %s", s.seqs[seq].agg, seq, token, o)
 		}
-		aggs[s.seqs[seq].agg] = seq
+		aggs[s.seqs[seq].agg] = token
 	}
-	if len(s.w.leased) != len(s.leaseOf) {
-		s.fail("the window has %d leased aggregates, the model %d leased records", len(s.w.leased), len(s.leaseOf))
+	if len(s.w.leased) != len(aggs) {
+		s.fail("the window has %d leased aggregates, the model %d", len(s.w.leased), len(aggs))
 	}
 }
 
@@ -1256,7 +1353,7 @@ func (s *sim) run(steps int) {
 			if s.cutGaps || s.rng.IntN(3) == 0 {
 				gapLimit = 1 + s.rng.IntN(2)
 			}
-			if s.w.eligible(limit) < limit {
+			if s.w.eligible(s.limits(limit)) < limit {
 				s.read(limit, gapLimit)
 			}
 			s.handOut(limit)
@@ -1331,6 +1428,23 @@ func (s *sim) drain() {
 
 func TestCursorWindow_RandomHistoriesKeepTheInvariants(t *testing.T) {
 	randomHistories(t)
+}
+
+func TestCursorWindow_RandomHistoriesWithRunsKeepTheInvariants(t *testing.T) {
+	steps := 1500
+	if testing.Short() {
+		steps = 300
+	}
+	for seed := uint64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			s := newSim(t, seed)
+			s.maxRun = 2 + int(seed%4)
+			if seed%3 == 0 {
+				s.maxRunBytes = 70
+			}
+			s.run(steps)
+		})
+	}
 }
 
 func randomHistories(t *testing.T) {
