@@ -125,7 +125,7 @@ func (r *Relay) start(ctx context.Context) error {
 		close(r.done)
 	}()
 	r.log.Info("relay started", slog.Int("workers", r.cfg.Workers), slog.Int("batch_size", r.cfg.BatchSize),
-		slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
+		slog.Int("max_run", r.cfg.MaxRun), slog.Duration("lease", r.cfg.Lease), slog.Duration("poll_interval", r.cfg.PollInterval))
 	return nil
 }
 

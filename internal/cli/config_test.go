@@ -274,6 +274,8 @@ func TestConfigCommand_RedactsSecretsAndShowsSources(t *testing.T) {
 		"status-token":        {"(set)", "env OUTBOX_STATUS_TOKEN, redacted"},
 		"workers":             {4, "flag"},
 		"batch-size":          {100, "default"},
+		"max-run":             {1, "default"},
+		"max-run-bytes":       {1 << 20, "default"},
 	} {
 		if got := shown[key]; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %v # %s; want %v # %s", key, got.value, got.source, want.value, want.source)
@@ -400,7 +402,7 @@ func TestHelp_WorksWithABrokenConfigFile(t *testing.T) {
 // another for cleanup.
 func TestConfigFile_SectionAppliesToItsCommandBeforeTheSharedKeys(t *testing.T) {
 	t.Parallel()
-	file := writeConfig(t, 0o600, "batch-size: 50\nrelay:\n  batch-size: 200\n  workers: 3\ncleanup:\n  batch-size: 1000\n")
+	file := writeConfig(t, 0o600, "batch-size: 50\nrelay:\n  batch-size: 200\n  workers: 3\n  max-run: 50\ncleanup:\n  batch-size: 1000\n")
 	for _, tc := range []struct {
 		command string
 		want    map[string]shownKey
@@ -408,8 +410,9 @@ func TestConfigFile_SectionAppliesToItsCommandBeforeTheSharedKeys(t *testing.T) 
 		{"relay", map[string]shownKey{
 			"batch-size": {200, "file " + file + ":3"},
 			"workers":    {3, "file " + file + ":4"},
+			"max-run":    {50, "file " + file + ":5"},
 		}},
-		{"cleanup", map[string]shownKey{"batch-size": {1000, "file " + file + ":6"}}},
+		{"cleanup", map[string]shownKey{"batch-size": {1000, "file " + file + ":7"}}},
 		{"replay", map[string]shownKey{"batch-size": {50, "file " + file + ":1"}}},
 	} {
 		res := runCLI(t, nil, "config", tc.command, "--config", file)

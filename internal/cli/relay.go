@@ -27,6 +27,8 @@ const kafkaPingTimeout = 5 * time.Second
 type relayFlags struct {
 	id                    string
 	batchSize             int
+	maxRun                int
+	maxRunBytes           int
 	workers               int
 	lease                 time.Duration
 	publishTimeout        time.Duration
@@ -44,6 +46,8 @@ type relayFlags struct {
 func addRelayFlags(fs *pflag.FlagSet, r *relayFlags) {
 	fs.StringVar(&r.id, "relay-id", "", "`name` of this relay instance in leases and logs (default <hostname>-<pid>-<random>)")
 	fs.IntVar(&r.batchSize, "batch-size", relay.DefaultBatchSize, "most messages one claim takes")
+	fs.IntVar(&r.maxRun, "max-run", relay.DefaultMaxRun, "most consecutive messages of one aggregate a claim takes together and publishes in one call (a run), at most --batch-size; 1 claims one message per aggregate per batch")
+	fs.IntVar(&r.maxRunBytes, "max-run-bytes", relay.DefaultMaxRunBytes, "most payload `bytes` of a run: a later message joins its aggregate's run only while the run stays within it (the first comes whatever its size)")
 	fs.IntVar(&r.workers, "workers", relay.DefaultWorkers, "claim-publish-mark loops running at once")
 	fs.DurationVar(&r.lease, "lease", relay.DefaultLease, "how long a claim holds its messages; a crashed relay's messages are claimable again after it (at least 1s)")
 	fs.DurationVar(&r.publishTimeout, "publish-timeout", 0, "bound on the wait for the broker's acks of one batch; shorter than --lease (default --lease/2)")
@@ -65,6 +69,10 @@ func (r *relayFlags) check() error {
 	switch {
 	case r.batchSize < 1:
 		return flagError("batch-size", "must be at least 1, not %d", r.batchSize)
+	case r.maxRun < 1 || r.maxRun > r.batchSize:
+		return flagError("max-run", "must be at least 1 and at most --batch-size (%d), not %d", r.batchSize, r.maxRun)
+	case r.maxRunBytes < 1:
+		return flagError("max-run-bytes", "must be at least 1, not %d", r.maxRunBytes)
 	case r.workers < 1:
 		return flagError("workers", "must be at least 1, not %d", r.workers)
 	case r.lease < time.Second:
@@ -99,6 +107,8 @@ func (r *relayFlags) config(strat strategy.Strategy, s sink.Sink, logger *slog.L
 		Sink:                  s,
 		ID:                    r.id,
 		BatchSize:             r.batchSize,
+		MaxRun:                r.maxRun,
+		MaxRunBytes:           r.maxRunBytes,
 		Workers:               r.workers,
 		Lease:                 r.lease,
 		PublishTimeout:        r.publishTimeout,
@@ -230,6 +240,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 		slog.String("schema", st.Schema()),
 		slog.String("database", RedactURL(a.databaseURL)),
 		slog.Bool("listen", !cfg.DisableListen),
+		slog.Int("max_run", cfg.MaxRun),
 	}
 	attrs = append(attrs, kf.logAttrs()...)
 	a.logger.Info("relay starting", attrs...)

@@ -30,7 +30,7 @@ func TestRelayHelp_ShowsEnvironmentVariablesAndExamples(t *testing.T) {
 	}
 	for _, want := range []string{
 		"OUTBOX_DATABASE_URL", "OUTBOX_KAFKA_BROKERS", "OUTBOX_KAFKA_SASL_PASSWORD", "OUTBOX_BATCH_SIZE",
-		"--topic-route", "Examples:", "SIGTERM",
+		"OUTBOX_MAX_RUN", "--max-run-bytes", "(default 1048576)", "--topic-route", "Examples:", "SIGTERM",
 	} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("relay --help does not mention %s", want)
@@ -48,6 +48,9 @@ func TestRelay_BadSettingFailsNamingTheFlag(t *testing.T) {
 	}{
 		{[]string{"--batch-size", "0"}, "--batch-size must be at least 1"},
 		{[]string{"--batch-size", "many"}, "--batch-size"},
+		{[]string{"--max-run", "0"}, "--max-run must be at least 1 and at most --batch-size (100), not 0"},
+		{[]string{"--batch-size", "20", "--max-run", "21"}, "--max-run must be at least 1 and at most --batch-size (20), not 21"},
+		{[]string{"--max-run-bytes", "0"}, "--max-run-bytes must be at least 1"},
 		{[]string{"--workers", "-1"}, "--workers must be at least 1"},
 		{[]string{"--lease", "100ms"}, "--lease must be at least 1s"},
 		{[]string{"--lease", "10s", "--publish-timeout", "10s"}, "--publish-timeout must be positive and shorter than --lease"},

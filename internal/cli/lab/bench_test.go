@@ -30,6 +30,7 @@ func TestBench_BadFlagsFailNamingTheFlag(t *testing.T) {
 		{[]string{"--latency-writers", "0"}, "--latency-writers must be at least 1"},
 		{[]string{"--duration", "0s"}, "--duration must be positive"},
 		{[]string{"--batch-size", "0"}, "--batch-size must be at least 1"},
+		{[]string{"--max-run", "101"}, "--max-run must be at least 1 and at most --batch-size (100)"},
 		{[]string{"--hot-strategies", "claim,cdc"}, "--hot-strategies"},
 		{[]string{"--hot-backlog", "0"}, "--hot-backlog must be at least 1"},
 		{[]string{"--hot-drain-limit", "0s"}, "--hot-drain-limit must be positive"},
