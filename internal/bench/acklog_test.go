@@ -65,3 +65,33 @@ func TestAckLog_AckIsTheBrokersAcknowledgementNotTheMark(t *testing.T) {
 		t.Errorf("retried: acked %v after it was first handed over; want after its second publish", retriedAck-retriedHanded)
 	}
 }
+
+// runStepSink is a stepSink that publishes runs.
+type runStepSink struct{ stepSink }
+
+func (s runStepSink) PublishRuns(ctx context.Context, recs []outbox.Record) []error {
+	return s.Publish(ctx, recs)
+}
+
+// A bench relay with runs on needs a sink.RunSink: the ack log's wrapper of
+// one is a RunSink too, and times what PublishRuns acknowledged; the
+// wrapper of a plain Sink is not.
+func TestAckLog_TheWrapperOfARunSinkPublishesRuns(t *testing.T) {
+	l := newAckLog()
+	rec := outbox.Record{Message: outbox.Message{ID: uuid.New()}}
+	l.commit(rec.ID)
+	if _, ok := withTimes(stepSink{}, l).(sink.RunSink); ok {
+		t.Fatal("the wrapper of a plain Sink is a RunSink")
+	}
+	runs, ok := withTimes(runStepSink{}, l).(sink.RunSink)
+	if !ok {
+		t.Fatal("the wrapper of a RunSink is not a RunSink")
+	}
+	if errs := runs.PublishRuns(context.Background(), []outbox.Record{rec}); errs[0] != nil {
+		t.Fatalf("PublishRuns: %v", errs[0])
+	}
+	l.hook(rec, 0)
+	if d := l.latency(); d.Unacked != 0 || d.CommitToAck.Count != 1 {
+		t.Errorf("after PublishRuns: %d acked, %d unacked; want 1 acked", d.CommitToAck.Count, d.Unacked)
+	}
+}

@@ -693,10 +693,27 @@ func (t timedSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	return errs
 }
 
-// withTimes wraps snk in a timedSink when log is not nil.
+// timedRunSink is a timedSink over a sink.RunSink, which it stays.
+type timedRunSink struct {
+	timedSink
+	runs sink.RunSink
+}
+
+func (t timedRunSink) PublishRuns(ctx context.Context, recs []outbox.Record) []error {
+	t.log.publishing(recs)
+	errs := t.runs.PublishRuns(ctx, recs)
+	t.log.acknowledged(recs, errs)
+	return errs
+}
+
+// withTimes wraps snk in a timedSink when log is not nil (a timedRunSink
+// when snk publishes runs).
 func withTimes(snk sink.Sink, log *ackLog) sink.Sink {
 	if log == nil {
 		return snk
+	}
+	if runs, ok := snk.(sink.RunSink); ok {
+		return timedRunSink{timedSink{snk, log}, runs}
 	}
 	return timedSink{snk, log}
 }
