@@ -99,7 +99,23 @@ func TestLedger_RunPartlyAckedRestReleasedGoesBackInOrder(t *testing.T) {
 	if n, out := l.release(tok, []int64{3, 4}); n != 2 || !out.empty() {
 		t.Fatalf("released %d; want 2 and nothing to record", n)
 	}
-	wantSeqs(t, "after the release", seqs(l.claim(uuid.New(), 10, runLimits{max: 4})), []int64{3, 4, 5})
+	wantSeqs(t, "after the release, MaxRun 2", seqs(l.claim(uuid.New(), 10, runLimits{max: 2})), []int64{3, 4})
+}
+
+// A message of a run given back while later messages of the run are
+// still out (out of the relay core's order) is not handed out again until
+// they are back too: one claim at a time holds an aggregate's messages.
+func TestLedger_RunGivenBackOutOfOrderHandsOutNothingUntilAllAreBack(t *testing.T) {
+	l := newLedger()
+	l.add(1, []item{msg(1, "a"), msg(2, "a"), msg(3, "a")}, 0)
+	tok := uuid.New()
+	l.claim(tok, 10, runLimits{max: 3})
+	l.release(tok, []int64{1})
+	if got := l.claim(uuid.New(), 10, runLimits{max: 3}); len(got) != 0 {
+		t.Fatalf("claim while 2 and 3 are out: %v; want nothing", seqs(got))
+	}
+	l.release(tok, []int64{3, 2})
+	wantSeqs(t, "all back", seqs(l.claim(uuid.New(), 10, runLimits{max: 3})), []int64{1, 2, 3})
 }
 
 // A run of four fails at position p, as the relay core settles it: the
@@ -148,11 +164,14 @@ func TestLedger_RunUnavailableMidRunGoesBackWholeInOrder(t *testing.T) {
 	l.claim(tok, 10, runLimits{max: 4})
 	l.ack(tok, []int64{1})
 	l.release(tok, []int64{3, 4})
+	if got := l.claim(uuid.New(), 10, runLimits{max: 4}); len(got) != 0 {
+		t.Fatalf("claim between the release and the failure: %v; want nothing (2 is still out)", seqs(got))
+	}
 	n, out := l.fail(tok, []store.Failure{{Seq: 2, Unavailable: true}})
 	if n != 1 || !out.empty() {
 		t.Fatalf("n %d, out %+v; want 1 and nothing to record", n, out)
 	}
-	wantSeqs(t, "after the unavailable broker", seqs(l.claim(uuid.New(), 10, runLimits{max: 4})), []int64{2, 3, 4})
+	wantSeqs(t, "after the unavailable broker, MaxRun 2", seqs(l.claim(uuid.New(), 10, runLimits{max: 2})), []int64{2, 3})
 }
 
 // The confirmed position never passes a message of a run that is not
