@@ -151,7 +151,8 @@ func (l *ledger) holds(rec outbox.Record) bool {
 	return e != nil && e.rec.ID == rec.ID
 }
 
-// ready is the number of messages claim would hand out now.
+// ready is the number of aggregates of which claim would hand out a
+// message (or a run) now.
 func (l *ledger) ready() int { return l.heads.Len() }
 
 // add appends a checked batch in stream order. end (0: none) is the

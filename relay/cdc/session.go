@@ -23,9 +23,9 @@ import (
 //     into batches within Config.MaxInFlight, checks each batch (one
 //     statement, batches one after the other) and adds it to the ledger.
 //   - The relay core's workers (Relay.core, driving streamStrategy) claim
-//     the ledger's ready messages, at most one per aggregate and each only
-//     after the previous one of its aggregate was acknowledged, publish
-//     them and mark what became of them.
+//     the ledger's ready messages, one per aggregate or a run (Config.MaxRun),
+//     each only after the previous one of its aggregate was acknowledged
+//     or is in the same claim, publish them and mark what became of them.
 //   - The recorder records what the check and the marks leave to record,
 //     and the ledger then confirms the positions over what is recorded.
 //
