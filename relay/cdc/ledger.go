@@ -499,8 +499,9 @@ func (l *ledger) fail(token uuid.UUID, fs []store.Failure) (n int, out toRecord)
 }
 
 // release gives seqs of token's claim back, each to its place at the front
-// of its aggregate's queue; once none of an aggregate is handed out, its
-// head is ready again. It returns how many were token's.
+// of its aggregate's queue; once none of an aggregate is handed out, it
+// moves on (resume). It returns how many were token's, and what that
+// leaves to record.
 func (l *ledger) release(token uuid.UUID, seqs []int64) (n int, out toRecord) {
 	for _, seq := range seqs {
 		e := l.take(token, seq)

@@ -200,3 +200,21 @@ func TestLedger_PositionNeverPassesAnUnackedMessageOfARun(t *testing.T) {
 		t.Fatalf("confirm %s, held %d; want 0/1E, 0", c, l.held())
 	}
 }
+
+// A failure of a message of a run while an earlier message of the run is
+// still out (not the relay core's way: it fails only the first message not
+// acknowledged) is not recorded and not counted: the message goes back,
+// and the aggregate is not handed to the table path while the earlier one
+// is being published.
+func TestLedger_RunFailureBehindAnEarlierMessageStillOutIsGivenBack(t *testing.T) {
+	l := newLedger()
+	l.add(1, []item{msg(1, "a"), msg(2, "a")}, 0)
+	tok := uuid.New()
+	l.claim(tok, 10, runLimits{max: 2})
+	n, out := l.fail(tok, []store.Failure{{Seq: 2, CountAttempt: true}})
+	if n != 0 || !out.empty() {
+		t.Fatalf("n %d, failed %v, deferred %v; want 0 and nothing to record", n, entrySeqs(out.failed), entrySeqs(out.deferred))
+	}
+	l.ack(tok, []int64{1})
+	wantSeqs(t, "after the ack of 1", seqs(l.claim(uuid.New(), 10, runLimits{max: 2})), []int64{2})
+}
