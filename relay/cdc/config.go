@@ -58,6 +58,8 @@ const (
 	DefaultRetryMax              = failure.DefaultRetryMax
 	DefaultUnavailableBackoffMax = failure.DefaultPauseMax
 	DefaultShutdownTimeout       = relay.DefaultShutdownTimeout
+	DefaultMaxRun                = relay.DefaultMaxRun
+	DefaultMaxRunBytes           = relay.DefaultMaxRunBytes
 	// DefaultMaxInFlightBytes bounds the bytes of the messages the relay
 	// holds (see Config.MaxInFlightBytes).
 	DefaultMaxInFlightBytes = 64 << 20
@@ -116,6 +118,19 @@ type Config struct {
 	// together, and the most one worker of the stream's relay core claims
 	// at once. Defaults to 500.
 	BatchSize int
+	// MaxRun is the most consecutive messages of one aggregate that one
+	// claim of the stream's relay core may take together (a run, published
+	// in one call and marked together), as relay.Config.MaxRun: a worker's
+	// claim hands out, per aggregate, the message that is ready and the
+	// messages right after it in commit order. It is at most BatchSize, and
+	// above 1 the Sink must implement sink.RunSink. The table path publishes
+	// one message per aggregate per batch. Defaults to 1: runs off.
+	MaxRun int
+	// MaxRunBytes bounds the payload of a run: a later message of the
+	// aggregate joins its run only while the payload bytes of the run stay
+	// within it; the first is handed out whatever its size. Defaults to 1
+	// MiB (relay.DefaultMaxRunBytes).
+	MaxRunBytes int
 	// MaxInFlight is the most messages received from the stream and not
 	// yet confirmed: being checked, awaiting their publish, the broker's
 	// acks or their record. While earlier messages await acks and records
@@ -213,6 +228,8 @@ func (c Config) WithDefaults() Config {
 		c.ID = conf.InstanceID()
 	}
 	conf.Default(&c.BatchSize, DefaultBatchSize)
+	conf.Default(&c.MaxRun, DefaultMaxRun)
+	conf.Default(&c.MaxRunBytes, DefaultMaxRunBytes)
 	conf.Default(&c.MaxInFlight, DefaultInFlightBatches*c.BatchSize)
 	conf.Default(&c.MaxInFlightBytes, DefaultMaxInFlightBytes)
 	conf.Default(&c.PublishTimeout, DefaultPublishTimeout)
@@ -249,6 +266,11 @@ func (c Config) validate() error {
 		conf.Rule("Cleanup", c.Cleanup == CleanupMarkSent || c.Cleanup == CleanupDelete,
 			"must be CleanupMarkSent or CleanupDelete, not %d", int(c.Cleanup)),
 		conf.AtLeast("BatchSize", c.BatchSize, 1),
+		conf.Rule("MaxRun", c.MaxRun >= 1 && c.MaxRun <= c.BatchSize,
+			"must be at least 1 and at most BatchSize (%d), not %d", c.BatchSize, c.MaxRun),
+		conf.Rule("MaxRun", c.MaxRun == 1 || isRunSink(c.Sink),
+			"above 1 requires a Sink that implements sink.RunSink (publishes a run without a gap); %T does not", c.Sink),
+		conf.NotNegative("MaxRunBytes", c.MaxRunBytes),
 		conf.AtLeast("MaxInFlight", c.MaxInFlight, 1),
 		conf.AtLeast("MaxInFlightBytes", c.MaxInFlightBytes, 1),
 		conf.Positive("PublishTimeout", c.PublishTimeout),
@@ -265,4 +287,10 @@ func (c Config) validate() error {
 		conf.Positive("UnavailableBackoffMax", c.UnavailableBackoffMax),
 		conf.NotNegative("ShutdownTimeout", c.ShutdownTimeout),
 	)
+}
+
+// isRunSink reports whether s can publish runs.
+func isRunSink(s sink.Sink) bool {
+	_, ok := s.(sink.RunSink)
+	return ok
 }

@@ -33,6 +33,9 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"BatchSize", cdc.Config{Pool: pool, Sink: snk, BatchSize: -1}},
 		{"Cleanup", cdc.Config{Pool: pool, Sink: snk, Cleanup: 7}},
 		{"MaxInFlight", cdc.Config{Pool: pool, Sink: snk, MaxInFlight: -1}},
+		{"MaxRun", cdc.Config{Pool: pool, Sink: snk, MaxRun: 2}}, // not a sink.RunSink
+		{"MaxRun", cdc.Config{Pool: pool, Sink: testRunSink{snk}, BatchSize: 5, MaxRun: 6}},
+		{"MaxRunBytes", cdc.Config{Pool: pool, Sink: testRunSink{snk}, MaxRun: 2, MaxRunBytes: -1}},
 		{"MaxInFlightBytes", cdc.Config{Pool: pool, Sink: snk, MaxInFlightBytes: -1}},
 		{"RetryBase/RetryMax", cdc.Config{Pool: pool, Sink: snk, RetryBase: 10, RetryMax: 5}},
 		{"LeaderLease", cdc.Config{Pool: pool, Sink: snk, LeaderLease: 500 * time.Millisecond}},

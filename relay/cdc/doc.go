@@ -62,7 +62,8 @@
 //     aggregate in flight at a time: a message is ready only once the previous message of its aggregate
 //     was acknowledged. If that one failed or was deferred, the message is
 //     deferred too. There are ceil(MaxInFlight / BatchSize) workers, each
-//     claiming up to BatchSize messages.
+//     claiming up to BatchSize messages. With runs (Config.MaxRun, below)
+//     one claim holds several messages of an aggregate.
 //  3. Record, in one statement (record.sql) for everything that waits to be
 //     recorded: SENT marks (or deletes, with CleanupDelete) of the acks,
 //     failures, deferred aggregates. Two records may run at once; one that
@@ -89,6 +90,34 @@
 // flight overlap, so records of different aggregates may reach the broker
 // in another order than their commits (MaxInFlight = BatchSize reads one
 // batch at a time with one worker, whose claims follow commit order).
+//
+// # Runs
+//
+// Config.MaxRun above 1 (it defaults to 1, which turns runs off; the sink
+// must then implement sink.RunSink) lets a claim hand out a run per
+// aggregate: its ready message and the messages of the aggregate right
+// after it in commit order that the check passed, up to MaxRun messages
+// and Config.MaxRunBytes of payload (the first message whatever its size).
+// A claim takes the first messages of the aggregates first, oldest first,
+// and then, while BatchSize allows, the second message of each run, then
+// the third, and so on. The core publishes the batch in one call
+// (sink.RunSink.PublishRuns). An aggregate's next messages are handed out
+// only once none of its run is out: after the acks of the whole run, or
+// once the messages not acknowledged are back.
+//
+// A run settles as in the polling relay (package relay, "Runs"): the
+// messages before the first one not acknowledged are recorded SENT, and
+// the confirmed position moves over them once that record committed; the
+// later messages of the run are given back, to the front of their
+// aggregate's queue, in order, before the first one's failure is settled.
+// A failure that found the broker unreachable gives that message back too,
+// so the run is published again from there, in order. Any other failure is
+// recorded, and hands the aggregate to the table path with the failed
+// message and every message behind it; the stream hands out nothing more of
+// the aggregate until the table path releases it. A session that ends while
+// a run is out gets the whole run back, and a crash before a run's record
+// committed leaves it to the next session, which reads it from the slot
+// again.
 //
 // # The table path
 //

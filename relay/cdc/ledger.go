@@ -1,7 +1,9 @@
 package cdc
 
 import (
+	"cmp"
 	"container/heap"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
@@ -77,9 +79,13 @@ func (t *toRecord) merge(o toRecord) {
 
 // lane is one aggregate's place in the ledger.
 type lane struct {
-	// queue holds the aggregate's messages that wait to be published, in
-	// stream order: the head is ready or leased, the others wait for it.
+	// queue holds the aggregate's messages that wait to be published or
+	// are being published, in stream order: first those leased to a claim
+	// (the head, or a run: the head and the messages after it), then those
+	// that wait. When none is leased, the head is ready.
 	queue []*entry
+	// leased counts the messages of queue handed out and not returned.
+	leased int
 	// unsent counts the aggregate's failed and deferred messages whose
 	// record has not committed.
 	unsent int
@@ -97,10 +103,14 @@ type lane struct {
 // concurrent use.
 //
 // Its rules:
-//   - claim hands out ready messages oldest first, at most one per
-//     aggregate: a message is ready only once every earlier message of its
-//     aggregate was acknowledged, so order per aggregate holds whatever
-//     order the claims are published in.
+//   - claim hands out ready messages oldest first, one per aggregate, or,
+//     with runs (runLimits), a run per aggregate: the ready message and
+//     the messages right after it, in stream order, in the same claim. An
+//     aggregate's message is ready only once every earlier message of it
+//     was acknowledged and none of it is handed out, so order per
+//     aggregate holds whatever order the claims are published in. A
+//     message given back (released, or its broker unreachable) returns to
+//     its place at the front of its aggregate's queue.
 //   - A failed message, and a message the check deferred, blocks its
 //     aggregate: the aggregate's messages behind it are deferred to the
 //     table path, which publishes them in order after the failed one.
@@ -141,7 +151,8 @@ func (l *ledger) holds(rec outbox.Record) bool {
 	return e != nil && e.rec.ID == rec.ID
 }
 
-// ready is the number of messages claim would hand out now.
+// ready is the number of aggregates of which claim would hand out a
+// message (or a run) now.
 func (l *ledger) ready() int { return l.heads.Len() }
 
 // add appends a checked batch in stream order. end (0: none) is the
@@ -250,11 +261,16 @@ func (l *ledger) hold(agg aggregate, ln *lane) {
 
 // failQueue empties ln's queue, whose head failed or cannot be published:
 // the messages that cannot be published fail (they were counted when
-// added), the others are deferred.
+// added), the others are deferred, a message still handed out too (its
+// claim's marks then change nothing).
 func (l *ledger) failQueue(ln *lane, out *toRecord) {
 	q := ln.queue
 	ln.queue = nil
 	for _, e := range q {
+		if e.state == entryLeased {
+			delete(l.leasedBy, e.rec.Seq)
+			ln.leased--
+		}
 		if e.doomed {
 			e.state = entryFailed
 			out.failed = append(out.failed, e)
@@ -285,18 +301,106 @@ func (l *ledger) drop(agg aggregate, ln *lane) {
 	}
 }
 
-// claim hands out up to limit ready messages under token, in stream
-// order: at most one per aggregate, each only after every earlier message
-// of its aggregate was acknowledged.
-func (l *ledger) claim(token uuid.UUID, limit int) []outbox.Record {
-	var recs []outbox.Record
-	for len(recs) < limit && l.heads.Len() > 0 {
+// runLimits bounds the runs a claim hands out (store.ClaimParams.MaxRun
+// and MaxRunBytes).
+type runLimits struct {
+	// max is the most messages of one aggregate per claim; below 2, one.
+	max int
+	// bytes bounds a run's payload bytes, head included: a message joins
+	// the run only while they stay within it. 0: no bound. The head is
+	// handed out whatever its size.
+	bytes int
+}
+
+// claim hands out up to limit messages under token, in stream order: the
+// ready messages, oldest first, each the head of its aggregate's queue
+// (every earlier message of its aggregate was acknowledged, none is handed
+// out); then, with runs, rank by rank while limit allows, the next message
+// of each of those aggregates (a follower), as long as it waits right
+// behind the last one handed out, can be published, and fits in runs.
+func (l *ledger) claim(token uuid.UUID, limit int, runs runLimits) []outbox.Record {
+	var heads []*entry
+	for len(heads) < limit && l.heads.Len() > 0 {
 		e := heap.Pop(&l.heads).(*entry)
-		e.state, e.token = entryLeased, token
-		l.leasedBy[e.rec.Seq] = e
-		recs = append(recs, e.rec)
+		l.lease(e, token)
+		heads = append(heads, e)
+	}
+	out := heads
+	if followers := l.followers(token, heads, limit-len(heads), runs); len(followers) > 0 {
+		out = append(slices.Clip(heads), followers...)
+		slices.SortFunc(out, func(a, b *entry) int { return cmp.Compare(a.ord, b.ord) })
+	}
+	recs := make([]outbox.Record, len(out))
+	for i, e := range out {
+		recs[i] = e.rec
+	}
+	if len(recs) == 0 {
+		return nil
 	}
 	return recs
+}
+
+// run is a run that claim is growing: its lane and its payload bytes.
+type run struct {
+	ln    *lane
+	bytes int
+}
+
+// followers leases, under token, up to room followers of the just leased
+// heads, rank by rank: the second message of each run in the order of the
+// heads, then the third, and so on, up to runs.max messages per run.
+func (l *ledger) followers(token uuid.UUID, heads []*entry, room int, runs runLimits) []*entry {
+	if runs.max < 2 || room <= 0 || len(heads) == 0 {
+		return nil
+	}
+	growing := make([]run, len(heads))
+	for i, e := range heads {
+		growing[i] = run{ln: l.lanes[e.agg], bytes: len(e.rec.Payload)}
+	}
+	var out []*entry
+	for rank := 1; rank < runs.max && room > 0 && len(growing) > 0; rank++ {
+		next := growing[:0]
+		for _, g := range growing {
+			if room == 0 {
+				break
+			}
+			e := g.follower(runs)
+			if e == nil {
+				continue
+			}
+			l.lease(e, token)
+			g.bytes += len(e.rec.Payload)
+			out = append(out, e)
+			room--
+			next = append(next, g)
+		}
+		growing = next
+	}
+	return out
+}
+
+// follower returns the message that may join g next, or nil: the one
+// right after the leased ones, if it waits, can be published and fits in
+// runs.bytes.
+func (g run) follower(runs runLimits) *entry {
+	if g.ln.leased >= len(g.ln.queue) {
+		return nil
+	}
+	e := g.ln.queue[g.ln.leased]
+	if e.state != entryWaiting || e.doomed {
+		return nil
+	}
+	if runs.bytes > 0 && g.bytes+len(e.rec.Payload) > runs.bytes {
+		return nil
+	}
+	return e
+}
+
+// lease hands e out under token.
+func (l *ledger) lease(e *entry, token uuid.UUID) {
+	e.state, e.token = entryLeased, token
+	l.leasedBy[e.rec.Seq] = e
+	l.lanes[e.agg].leased++
 }
 
 // take returns the leased message seq if token's claim holds it, and
@@ -307,13 +411,14 @@ func (l *ledger) take(token uuid.UUID, seq int64) *entry {
 		return nil
 	}
 	delete(l.leasedBy, seq)
+	l.lanes[e.agg].leased--
 	return e
 }
 
-// ack records that seqs of token's claim were acknowledged: the next
-// message of each of their aggregates becomes ready (or fails, if it
-// cannot be published). The messages that were token's are in the
-// returned sent.
+// ack records that seqs of token's claim were acknowledged: they leave
+// their aggregates' queues, and once none of an aggregate is handed out,
+// its next message becomes ready (or fails, if it cannot be published).
+// The messages that were token's are in the returned sent.
 func (l *ledger) ack(token uuid.UUID, seqs []int64) toRecord {
 	var out toRecord
 	for _, seq := range seqs {
@@ -323,20 +428,34 @@ func (l *ledger) ack(token uuid.UUID, seqs []int64) toRecord {
 		}
 		e.state = entrySent
 		out.sent = append(out.sent, e)
-		l.advance(e.agg, &out)
+		ln := l.lanes[e.agg]
+		ln.remove(e)
+		l.resume(e.agg, ln, &out)
 	}
 	return out
 }
 
-// advance moves agg's lane on after its head was acknowledged: the next
-// message becomes ready, or, if it cannot be published, fails.
-func (l *ledger) advance(agg aggregate, out *toRecord) {
-	ln := l.lanes[agg]
-	ln.queue = ln.queue[1:]
+// remove takes e out of ln's queue.
+func (ln *lane) remove(e *entry) {
+	if ln.queue[0] == e {
+		ln.queue = ln.queue[1:]
+		return
+	}
+	if i := slices.Index(ln.queue, e); i >= 0 {
+		ln.queue = slices.Delete(ln.queue, i, i+1)
+	}
+}
+
+// resume moves agg's lane on once none of its messages is handed out: its
+// head becomes ready or, if it cannot be published, fails with the rest of
+// the queue; an empty lane is forgotten.
+func (l *ledger) resume(agg aggregate, ln *lane, out *toRecord) {
 	switch {
 	case len(ln.queue) == 0:
 		ln.queue = nil
 		l.drop(agg, ln)
+	case ln.leased > 0 || ln.queue[0].state != entryWaiting:
+		// handed out, or ready already
 	case ln.queue[0].doomed:
 		l.failQueue(ln, out)
 	default:
@@ -346,22 +465,32 @@ func (l *ledger) advance(agg aggregate, out *toRecord) {
 
 // fail records the failures of token's claim. A failure that found the
 // broker unavailable (store.Failure.Unavailable) gives its message back,
-// ready again, first in line; any other fails its message, which blocks
-// its aggregate: the messages queued behind it are deferred. n counts the
-// failures that were token's.
+// to its place at the front of its aggregate's queue; any other fails its
+// message, which blocks its aggregate: the messages queued behind it are
+// deferred. A failure of a message behind an earlier one of its aggregate
+// that is still queued is given back unrecorded and not counted (the relay
+// core gives the later messages of a run back, and fails only the first
+// that was not acknowledged). n counts the failures that were token's and
+// were recorded or given back as said.
 func (l *ledger) fail(token uuid.UUID, fs []store.Failure) (n int, out toRecord) {
 	for _, f := range fs {
 		e := l.take(token, f.Seq)
 		if e == nil {
 			continue
 		}
-		n++
+		ln := l.lanes[e.agg]
+		e.state = entryWaiting
 		if f.Unavailable {
-			l.makeReady(e)
+			n++
+			l.resume(e.agg, ln, &out)
 			continue
 		}
+		if ln.queue[0] != e {
+			l.resume(e.agg, ln, &out)
+			continue
+		}
+		n++
 		e.failure = f
-		ln := l.lanes[e.agg]
 		ln.queue = ln.queue[1:]
 		l.block(e, entryFailed, &out)
 		l.failQueue(ln, &out)
@@ -369,17 +498,21 @@ func (l *ledger) fail(token uuid.UUID, fs []store.Failure) (n int, out toRecord)
 	return n, out
 }
 
-// release gives seqs of token's claim back, ready again. It returns how
-// many were token's.
-func (l *ledger) release(token uuid.UUID, seqs []int64) int {
-	n := 0
+// release gives seqs of token's claim back, each to its place at the front
+// of its aggregate's queue; once none of an aggregate is handed out, it
+// moves on (resume). It returns how many were token's, and what that
+// leaves to record.
+func (l *ledger) release(token uuid.UUID, seqs []int64) (n int, out toRecord) {
 	for _, seq := range seqs {
-		if e := l.take(token, seq); e != nil {
-			l.makeReady(e)
-			n++
+		e := l.take(token, seq)
+		if e == nil {
+			continue
 		}
+		e.state = entryWaiting
+		n++
+		l.resume(e.agg, l.lanes[e.agg], &out)
 	}
-	return n
+	return n, out
 }
 
 // recorded records that the record of out committed, when epoch checks

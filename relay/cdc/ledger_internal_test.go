@@ -20,6 +20,9 @@ func msg(seq int64, agg string) item {
 	return item{rec: rec, bytes: 100}
 }
 
+// noRuns claims one message per aggregate (MaxRun 1).
+var noRuns = runLimits{max: 1}
+
 func seqs(recs []outbox.Record) []int64 {
 	out := make([]int64, len(recs))
 	for i, r := range recs {
@@ -50,29 +53,29 @@ func TestLedger_OnePerAggregateInStreamOrderAfterTheAck(t *testing.T) {
 	l := newLedger()
 	l.add(1, []item{msg(1, "a"), msg(2, "b"), msg(3, "a"), msg(4, "c"), msg(5, "a")}, 100)
 	tok := uuid.New()
-	got := l.claim(tok, 10)
+	got := l.claim(tok, 10, noRuns)
 	wantSeqs(t, "first claim", seqs(got), []int64{1, 2, 4})
-	if got := l.claim(uuid.New(), 10); len(got) != 0 {
+	if got := l.claim(uuid.New(), 10, noRuns); len(got) != 0 {
 		t.Fatalf("second claim before any ack: %v; want nothing (each aggregate's next waits)", seqs(got))
 	}
 	out := l.ack(tok, []int64{2, 1})
 	wantSeqs(t, "acked", entrySeqs(out.sent), []int64{2, 1})
 	tok2 := uuid.New()
-	wantSeqs(t, "after acking 1", seqs(l.claim(tok2, 10)), []int64{3})
+	wantSeqs(t, "after acking 1", seqs(l.claim(tok2, 10, noRuns)), []int64{3})
 	l.ack(tok, []int64{4})
 	l.ack(tok2, []int64{3})
-	wantSeqs(t, "after acking 3", seqs(l.claim(uuid.New(), 10)), []int64{5})
+	wantSeqs(t, "after acking 3", seqs(l.claim(uuid.New(), 10, noRuns)), []int64{5})
 }
 
 // A claim's limit bounds it; the rest stays ready, oldest first.
 func TestLedger_ClaimLimit(t *testing.T) {
 	l := newLedger()
 	l.add(1, []item{msg(1, "a"), msg(2, "b"), msg(3, "c")}, 0)
-	wantSeqs(t, "limit 2", seqs(l.claim(uuid.New(), 2)), []int64{1, 2})
+	wantSeqs(t, "limit 2", seqs(l.claim(uuid.New(), 2, noRuns)), []int64{1, 2})
 	if l.ready() != 1 || l.leased() != 2 {
 		t.Fatalf("ready %d, leased %d; want 1, 2", l.ready(), l.leased())
 	}
-	wantSeqs(t, "the rest", seqs(l.claim(uuid.New(), 2)), []int64{3})
+	wantSeqs(t, "the rest", seqs(l.claim(uuid.New(), 2, noRuns)), []int64{3})
 }
 
 // Marks of another claim's token change nothing.
@@ -80,7 +83,7 @@ func TestLedger_OtherTokensChangeNothing(t *testing.T) {
 	l := newLedger()
 	l.add(1, []item{msg(1, "a"), msg(2, "a")}, 0)
 	tok := uuid.New()
-	l.claim(tok, 10)
+	l.claim(tok, 10, noRuns)
 	other := uuid.New()
 	if out := l.ack(other, []int64{1}); len(out.sent) != 0 {
 		t.Fatalf("ack with another token acknowledged %v", entrySeqs(out.sent))
@@ -88,7 +91,7 @@ func TestLedger_OtherTokensChangeNothing(t *testing.T) {
 	if n, out := l.fail(other, []store.Failure{{Seq: 1, CountAttempt: true}}); n != 0 || !out.empty() {
 		t.Fatalf("fail with another token: n %d", n)
 	}
-	if n := l.release(other, []int64{1}); n != 0 {
+	if n, _ := l.release(other, []int64{1}); n != 0 {
 		t.Fatalf("release with another token: n %d", n)
 	}
 	if l.leased() != 1 {
@@ -105,17 +108,17 @@ func TestLedger_UnavailableAndReleasedGoBackFirstInLine(t *testing.T) {
 	l := newLedger()
 	l.add(1, []item{msg(1, "a"), msg(2, "b"), msg(3, "a")}, 0)
 	tok := uuid.New()
-	l.claim(tok, 1)
+	l.claim(tok, 1, noRuns)
 	n, out := l.fail(tok, []store.Failure{{Seq: 1, Unavailable: true, Delay: 500}})
 	if n != 1 || !out.empty() {
 		t.Fatalf("unavailable: n %d, out %+v; want 1 and nothing to record", n, out)
 	}
 	tok2 := uuid.New()
-	wantSeqs(t, "after the unavailable broker", seqs(l.claim(tok2, 10)), []int64{1, 2})
-	if n := l.release(tok2, []int64{2, 1}); n != 2 {
+	wantSeqs(t, "after the unavailable broker", seqs(l.claim(tok2, 10, noRuns)), []int64{1, 2})
+	if n, _ := l.release(tok2, []int64{2, 1}); n != 2 {
 		t.Fatalf("released %d; want 2", n)
 	}
-	wantSeqs(t, "after the release", seqs(l.claim(uuid.New(), 10)), []int64{1, 2})
+	wantSeqs(t, "after the release", seqs(l.claim(uuid.New(), 10, noRuns)), []int64{1, 2})
 }
 
 // A failure blocks its aggregate: the messages queued behind it, and those
@@ -125,7 +128,7 @@ func TestLedger_FailureBlocksItsAggregateUntilACheckAfterItsRecord(t *testing.T)
 	l := newLedger()
 	l.add(1, []item{msg(1, "a"), msg(2, "b"), msg(3, "a"), msg(4, "a")}, 0)
 	tok := uuid.New()
-	l.claim(tok, 10)
+	l.claim(tok, 10, noRuns)
 	n, out := l.fail(tok, []store.Failure{{Seq: 1, CountAttempt: true}})
 	if n != 1 {
 		t.Fatalf("n %d; want 1", n)
@@ -141,7 +144,7 @@ func TestLedger_FailureBlocksItsAggregateUntilACheckAfterItsRecord(t *testing.T)
 	more := l.add(2, []item{msg(5, "a"), msg(6, "b")}, 0)
 	wantSeqs(t, "added while blocked", entrySeqs(more.deferred), []int64{5})
 	l.ack(tok, []int64{2})
-	wantSeqs(t, "b goes on", seqs(l.claim(uuid.New(), 10)), []int64{6})
+	wantSeqs(t, "b goes on", seqs(l.claim(uuid.New(), 10, noRuns)), []int64{6})
 
 	// The records commit when 3 checks have started: check 3 was maybe
 	// planned before the commit, so a (7) is still deferred; check 4
@@ -154,7 +157,7 @@ func TestLedger_FailureBlocksItsAggregateUntilACheckAfterItsRecord(t *testing.T)
 	if fourth := l.add(4, []item{msg(8, "a")}, 0); !fourth.empty() {
 		t.Fatalf("check 4 started after the records: deferred %v", entrySeqs(fourth.deferred))
 	}
-	wantSeqs(t, "a again from the stream", seqs(l.claim(uuid.New(), 10)), []int64{8})
+	wantSeqs(t, "a again from the stream", seqs(l.claim(uuid.New(), 10, noRuns)), []int64{8})
 }
 
 // A message the check deferred blocks its aggregate from there on; the
@@ -166,9 +169,9 @@ func TestLedger_DeferredVerdictBlocksOnlyWhatFollows(t *testing.T) {
 	out := l.add(1, []item{msg(1, "a"), msg(2, "a"), deferred, msg(4, "a")}, 0)
 	wantSeqs(t, "deferred", entrySeqs(out.deferred), []int64{3, 4})
 	tok := uuid.New()
-	wantSeqs(t, "head", seqs(l.claim(tok, 10)), []int64{1})
+	wantSeqs(t, "head", seqs(l.claim(tok, 10, noRuns)), []int64{1})
 	l.ack(tok, []int64{1})
-	wantSeqs(t, "the earlier message after the head", seqs(l.claim(tok, 10)), []int64{2})
+	wantSeqs(t, "the earlier message after the head", seqs(l.claim(tok, 10, noRuns)), []int64{2})
 }
 
 // A message that could not be decoded fails at once and blocks its
@@ -212,7 +215,7 @@ func TestLedger_UnpublishableWaitsForTheMessagesBeforeIt(t *testing.T) {
 			}
 			wantSeqs(t, "deferred behind it", entrySeqs(out.deferred), []int64{3})
 			tok := uuid.New()
-			wantSeqs(t, "claim", seqs(l.claim(tok, 10)), []int64{1})
+			wantSeqs(t, "claim", seqs(l.claim(tok, 10, noRuns)), []int64{1})
 			if outcome == "ack" {
 				out = l.ack(tok, []int64{1})
 				wantSeqs(t, "sent", entrySeqs(out.sent), []int64{1})
@@ -237,7 +240,7 @@ func TestLedger_PositionOnlyOverRecordedInStreamOrder(t *testing.T) {
 	l.add(2, []item{msg(2, "b")}, 20)
 	l.add(0, nil, 25)
 	tok := uuid.New()
-	l.claim(tok, 10)
+	l.claim(tok, 10, noRuns)
 	first := l.ack(tok, []int64{1})
 	second := l.ack(tok, []int64{2})
 	if c, n, _ := l.recorded(second, 2); c != 0 || n != 0 {
@@ -260,9 +263,12 @@ func TestLedger_PositionOnlyOverRecordedInStreamOrder(t *testing.T) {
 // of adds, claims, acks, failures, releases and record commits in any
 // order, and checks its promises against a model after every step:
 //   - a message is handed out only after every earlier message of its
-//     aggregate was acknowledged, and never behind a failed or deferred one
-//     unless its check started after that one's record committed;
-//   - at most one message per aggregate is leased;
+//     aggregate was acknowledged or is handed out in the same claim (a
+//     run), and never behind a failed or deferred one unless its check
+//     started after that one's record committed;
+//   - the messages of an aggregate handed out at once are of one claim, at
+//     most MaxRun of them (one in the first half of the seeds, which never
+//     claim runs);
 //   - a failure is left to record (which hands its aggregate to the table
 //     path) only when no earlier message of its aggregate is still waiting
 //     to be published or being published;
@@ -297,7 +303,10 @@ type sim struct {
 	claims   map[uuid.UUID][]int64
 	pending  []toRecord
 	confirm  pglogrepl.LSN
-	leasedBy map[string]int64
+	leasedBy map[string]uuid.UUID
+	// maxRun is the most messages of an aggregate per claim: 1, or random
+	// up to 4 per claim when 0.
+	maxRun int
 	// running is the check started and not yet added, of epoch runningEpoch.
 	running      []item
 	runningEpoch int64
@@ -305,7 +314,10 @@ type sim struct {
 
 func runHistory(t *testing.T, seed uint64) {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 7)), l: newLedger(), msgs: map[int64]*simMsg{},
-		claims: map[uuid.UUID][]int64{}, leasedBy: map[string]int64{}}
+		claims: map[uuid.UUID][]int64{}, leasedBy: map[string]uuid.UUID{}}
+	if seed < 150 {
+		s.maxRun = 1
+	}
 	for range 400 {
 		s.step()
 	}
@@ -395,18 +407,27 @@ func (s *sim) take(out toRecord) {
 
 func (s *sim) claim() {
 	tok := uuid.New()
-	recs := s.l.claim(tok, 1+s.rng.IntN(4))
+	runs := runLimits{max: s.maxRun}
+	if runs.max == 0 {
+		runs.max = 1 + s.rng.IntN(4)
+	}
+	recs := s.l.claim(tok, 1+s.rng.IntN(6), runs)
+	perAgg := map[string]int{}
 	for _, rec := range recs {
-		s.handedOut(s.msgs[rec.Seq])
+		m := s.msgs[rec.Seq]
+		s.handedOut(m, tok)
 		s.claims[tok] = append(s.claims[tok], rec.Seq)
+		if perAgg[m.agg]++; perAgg[m.agg] > runs.max {
+			s.t.Fatalf("claim handed out %d messages of aggregate %s; MaxRun is %d", perAgg[m.agg], m.agg, runs.max)
+		}
 	}
 }
 
-// handedOut checks the promises of a claim for m.
-func (s *sim) handedOut(m *simMsg) {
+// handedOut checks the promises of a claim tok for m.
+func (s *sim) handedOut(m *simMsg, tok uuid.UUID) {
 	t := s.t
-	if other, ok := s.leasedBy[m.agg]; ok {
-		t.Fatalf("seq %d handed out while %d of its aggregate is leased", m.seq, other)
+	if other, ok := s.leasedBy[m.agg]; ok && other != tok {
+		t.Fatalf("seq %d handed out while another claim holds a message of its aggregate", m.seq)
 	}
 	for _, e := range s.order {
 		if e.seq >= m.seq {
@@ -417,6 +438,10 @@ func (s *sim) handedOut(m *simMsg) {
 		}
 		switch e.state {
 		case "sent", "skipped":
+		case "leased":
+			if s.leasedBy[m.agg] != tok {
+				t.Fatalf("seq %d handed out while %d of its aggregate is leased to another claim", m.seq, e.seq)
+			}
 		case "failed", "deferred":
 			if !e.recorded || m.epoch <= e.recEpoch {
 				t.Fatalf("seq %d (check %d) handed out behind %s %d (recorded %t at %d)", m.seq, m.epoch, e.state, e.seq, e.recorded, e.recEpoch)
@@ -426,40 +451,69 @@ func (s *sim) handedOut(m *simMsg) {
 		}
 	}
 	m.state = "leased"
-	s.leasedBy[m.agg] = m.seq
+	s.leasedBy[m.agg] = tok
 }
 
-// settle acks, fails (for good or unavailable) or releases one claim.
+// settle settles one claim as the relay core does: per aggregate, the
+// messages before a random position are acknowledged, the one there (if
+// any) fails for good, finds the broker unavailable or is given back, and
+// those after it are given back; the core marks the acknowledged ones
+// first, then gives back, then records the failures.
 func (s *sim) settle() {
 	for tok, held := range s.claims {
 		delete(s.claims, tok)
+		byAgg := map[string][]int64{}
+		var aggs []string
 		for _, seq := range held {
-			delete(s.leasedBy, s.msgs[seq].agg)
-			s.msgs[seq].state = ""
+			m := s.msgs[seq]
+			if byAgg[m.agg] == nil {
+				aggs = append(aggs, m.agg)
+			}
+			byAgg[m.agg] = append(byAgg[m.agg], seq)
+			delete(s.leasedBy, m.agg)
+			m.state = ""
 		}
-		switch r := s.rng.IntN(10); {
-		case r < 6:
-			s.take(s.l.ack(tok, held))
-		case r < 7:
-			var fs []store.Failure
-			for _, seq := range held {
-				fs = append(fs, store.Failure{Seq: seq, CountAttempt: true})
+		var sent, released []int64
+		var fs []store.Failure
+		for _, agg := range aggs {
+			run := byAgg[agg]
+			p := len(run)
+			if s.rng.IntN(10) >= 6 {
+				p = s.rng.IntN(len(run))
 			}
-			n, out := s.l.fail(tok, fs)
-			s.expectN(n, len(held))
+			sent = append(sent, run[:p]...)
+			if p == len(run) {
+				continue
+			}
+			switch r := s.rng.IntN(4); {
+			case r == 0:
+				fs = append(fs, store.Failure{Seq: run[p], CountAttempt: true})
+			case r == 1:
+				fs = append(fs, store.Failure{Seq: run[p], Unavailable: true})
+			default:
+				released = append(released, run[p])
+			}
+			released = append(released, run[p+1:]...)
+		}
+		if len(sent) > 0 {
+			out := s.l.ack(tok, sent)
+			s.expectN(len(out.sent), len(sent))
 			s.take(out)
-		case r < 9:
-			var fs []store.Failure
-			for _, seq := range held {
-				fs = append(fs, store.Failure{Seq: seq, Unavailable: true})
-			}
+		}
+		if len(released) > 0 {
+			n, out := s.l.release(tok, released)
+			s.expectN(n, len(released))
+			s.take(out)
+		}
+		if len(fs) > 0 {
 			n, out := s.l.fail(tok, fs)
-			s.expectN(n, len(held))
-			if !out.empty() {
-				s.t.Fatal("an unavailable broker left something to record")
+			s.expectN(n, len(fs))
+			for _, f := range fs {
+				if f.Unavailable && slices.ContainsFunc(out.failed, func(e *entry) bool { return e.rec.Seq == f.Seq }) {
+					s.t.Fatalf("seq %d found the broker unavailable and was left to record as failed", f.Seq)
+				}
 			}
-		default:
-			s.expectN(s.l.release(tok, held), len(held))
+			s.take(out)
 		}
 		return
 	}

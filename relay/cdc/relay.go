@@ -170,9 +170,11 @@ func (r *Relay) newCore() error {
 	var err error
 	r.core, err = relay.New(relay.Config{
 		Strategy:              r.strat,
-		Sink:                  streamSink{Sink: cfg.Sink, s: r.strat},
+		Sink:                  newStreamSink(cfg.Sink, r.strat),
 		ID:                    cfg.ID,
 		BatchSize:             cfg.BatchSize,
+		MaxRun:                cfg.MaxRun,
+		MaxRunBytes:           cfg.MaxRunBytes,
 		Workers:               (cfg.MaxInFlight + cfg.BatchSize - 1) / cfg.BatchSize,
 		Lease:                 streamLease(cfg),
 		PublishTimeout:        cfg.PublishTimeout,

@@ -23,9 +23,9 @@ import (
 //     into batches within Config.MaxInFlight, checks each batch (one
 //     statement, batches one after the other) and adds it to the ledger.
 //   - The relay core's workers (Relay.core, driving streamStrategy) claim
-//     the ledger's ready messages, at most one per aggregate and each only
-//     after the previous one of its aggregate was acknowledged, publish
-//     them and mark what became of them.
+//     the ledger's ready messages, one per aggregate or a run (Config.MaxRun),
+//     each only after the previous one of its aggregate was acknowledged
+//     or is in the same claim, publish them and mark what became of them.
 //   - The recorder records what the check and the marks leave to record,
 //     and the ledger then confirms the positions over what is recorded.
 //
@@ -244,7 +244,35 @@ type streamSink struct {
 }
 
 func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
-	a := k.s.sessionOf(recs)
+	return k.s.publishInSession(ctx, recs, k.Sink.Publish)
+}
+
+// streamRunSink is streamSink over a sink.RunSink: the stream's core over
+// it publishes runs (Config.MaxRun).
+type streamRunSink struct {
+	streamSink
+	runs sink.RunSink
+}
+
+func (k streamRunSink) PublishRuns(ctx context.Context, recs []outbox.Record) []error {
+	return k.s.publishInSession(ctx, recs, k.runs.PublishRuns)
+}
+
+// newStreamSink returns the sink of the stream's relay core over snk: a
+// sink.RunSink when snk is one.
+func newStreamSink(snk sink.Sink, s *streamStrategy) sink.Sink {
+	k := streamSink{Sink: snk, s: s}
+	if runs, ok := snk.(sink.RunSink); ok {
+		return streamRunSink{streamSink: k, runs: runs}
+	}
+	return k
+}
+
+// publishInSession publishes recs, the records of one claim, with publish,
+// within the session of the claim (see streamSink).
+func (s *streamStrategy) publishInSession(ctx context.Context, recs []outbox.Record,
+	publish func(context.Context, []outbox.Record) []error) []error {
+	a := s.sessionOf(recs)
 	if a == nil || a.ctx.Err() != nil {
 		errs := make([]error, len(recs))
 		for i := range errs {
@@ -256,7 +284,7 @@ func (k streamSink) Publish(ctx context.Context, recs []outbox.Record) []error {
 	defer cancel()
 	stop := context.AfterFunc(a.ctx, cancel)
 	defer stop()
-	errs := k.Sink.Publish(ctx, recs)
+	errs := publish(ctx, recs)
 	if a.ctx.Err() != nil {
 		for i, err := range errs {
 			if c := sink.Classify(err); err != nil && (c == sink.Retriable || c == sink.Unavailable) {

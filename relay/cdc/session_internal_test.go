@@ -29,8 +29,18 @@ func (ackAll) Close() error { return nil }
 // builds it (newCore), over snk, with hooks, and whose records run run.
 func testSession(t *testing.T, snk sink.Sink, hooks Hooks, run func(toRecord) error) *session {
 	t.Helper()
-	cfg := Config{Sink: snk, Hooks: hooks, Logger: slog.New(slog.DiscardHandler), Lease: time.Second,
-		PublishTimeout: 200 * time.Millisecond}.WithDefaults()
+	return testSessionWith(t, Config{Sink: snk, Hooks: hooks}, run)
+}
+
+// testSessionWith is testSession for cfg (Sink and Hooks, and fields such
+// as MaxRun), with a discarding logger and short timeouts.
+func testSessionWith(t *testing.T, cfg Config, run func(toRecord) error) *session {
+	t.Helper()
+	cfg.Logger, cfg.Lease = slog.New(slog.DiscardHandler), time.Second
+	if cfg.PublishTimeout == 0 {
+		cfg.PublishTimeout = 200 * time.Millisecond
+	}
+	cfg = cfg.WithDefaults()
 	r := &Relay{cfg: cfg, log: cfg.Logger}
 	r.sendCtx, r.sendStop = context.WithCancel(context.Background())
 	t.Cleanup(r.sendStop)

@@ -120,20 +120,22 @@ func (a *attachment) returnedFrom() {
 }
 
 // Claim hands out up to p.Limit ready messages of the current ledger under
-// a new token: at most one per aggregate, in stream order, each only once
-// the earlier messages of its aggregate were acknowledged.
+// a new token, in stream order, each only once the earlier messages of its
+// aggregate were acknowledged: one per aggregate, or with p.MaxRun above 1
+// a run per aggregate, its head and the messages right after it, up to
+// p.MaxRun messages and p.MaxRunBytes of payload (see ledger.claim).
 func (s *streamStrategy) Claim(_ context.Context, p store.ClaimParams) (store.Claim, error) {
 	c := store.Claim{Token: uuid.New()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.cur; a != nil && !a.closed {
-		c.Records = a.l.claim(c.Token, p.Limit)
+		c.Records = a.l.claim(c.Token, p.Limit, runLimits{max: p.MaxRun, bytes: p.MaxRunBytes})
 	}
 	return c, nil
 }
 
 // MarkSent acknowledges seqs of token's claim: the next message of each
-// aggregate becomes ready, and the acknowledged ones go to the session's
+// aggregate becomes ready once none of it is handed out, and the acknowledged ones go to the session's
 // recorder, to be recorded SENT (or deleted). It returns without waiting
 // for that record, with the number of token's messages (0 once the
 // session is detached). The session calls Hooks.Published for them once
@@ -156,8 +158,8 @@ func (s *streamStrategy) MarkSent(_ context.Context, token uuid.UUID, seqs []int
 }
 
 // MarkFailed records the failures of token's claim. Those that found the
-// broker unreachable (store.Failure.Unavailable) go back, ready again
-// first in line, and nothing is recorded for them; the others are recorded
+// broker unreachable (store.Failure.Unavailable) go back to the front of
+// their aggregates' queues, and nothing is recorded for them; the others are recorded
 // FAILED or DEAD_LETTER and their aggregates handed to the table path. It
 // returns once that record committed (see settle), with the number of
 // token's failures, so that the core reports them only then.
@@ -179,9 +181,10 @@ func (s *streamStrategy) MarkFailed(_ context.Context, token uuid.UUID, fs []sto
 		if a == nil {
 			return
 		}
-		back, _ = a.l.fail(token, unavailable) // gives back, records nothing
-		var out toRecord
-		n, out = a.l.fail(token, others)
+		var out, more toRecord
+		back, out = a.l.fail(token, unavailable) // gives back, records nothing
+		n, more = a.l.fail(token, others)
+		out.merge(more)
 		n += back
 		if !out.empty() {
 			done = a.rec.hand(out)
@@ -229,14 +232,19 @@ func settle(done <-chan error, n int) (int64, error) {
 	return int64(n), nil
 }
 
-// Release gives seqs of token's claim back, ready again.
+// Release gives seqs of token's claim back, to the front of their
+// aggregates' queues in the ledger, in order.
 func (s *streamStrategy) Release(_ context.Context, token uuid.UUID, seqs []int64) (int64, error) {
 	var n int
 	s.locked(func(a *attachment) {
 		if a == nil {
 			return
 		}
-		n = a.l.release(token, seqs)
+		var out toRecord
+		n, out = a.l.release(token, seqs)
+		if !out.empty() {
+			a.rec.hand(out)
+		}
 		if n > 0 {
 			a.returnedFrom()
 		}
