@@ -252,6 +252,8 @@ func (a *app) cdcConfig(rf *relayFlags, cf *cdcFlags, cleanup cdc.Cleanup, pool 
 		Cleanup:               cleanup,
 		ID:                    rf.id,
 		BatchSize:             rf.batchSize,
+		MaxRun:                rf.maxRun,
+		MaxRunBytes:           rf.maxRunBytes,
 		MaxInFlight:           cf.maxInFlight,
 		MaxInFlightBytes:      cf.maxInFlightB,
 		PublishTimeout:        rf.publishTimeout,
