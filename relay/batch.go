@@ -98,9 +98,10 @@ type outcome struct {
 	// those after a message of their aggregate that was not sent
 	// (followers counts them), those the relay did not hand to a sink that
 	// publishes one message per aggregate (onePerAggregate counts them),
+	// those a sink cut from a run without sending them (cut counts them),
 	// and those the broker could not be reached for while the relay stops.
-	released                              []int64
-	abandoned, followers, onePerAggregate int
+	released                                   []int64
+	abandoned, followers, onePerAggregate, cut int
 	// broken are the aggregates of which the sink acknowledged a message
 	// after an earlier one of the batch was not sent.
 	broken []aggregate
@@ -138,18 +139,23 @@ func (r *Relay) sortOut(recs []outbox.Record, errs []error) outcome {
 // notSent sorts rec, the first message of its aggregate in the batch that
 // was not acknowledged, by its error err. A publish the strategy abandoned
 // is released whatever else err wraps: it neither pauses the relay nor
-// counts; so is one the relay held back from a sink that takes one message
-// per aggregate, and, while the relay stops, one that found the broker
-// unreachable. Any other is failed, as the policy decides.
+// counts; so is one that was not handed to the broker (sink.ErrNotSent:
+// held back by the relay from a sink that takes one message per aggregate,
+// or cut from a run by the sink), and, while the relay stops, one that
+// found the broker unreachable. Any other is failed, as the policy decides.
 func (r *Relay) notSent(out *outcome, rec outbox.Record, err error, stopping bool, now time.Time) {
 	if errors.Is(err, strategy.ErrAbandoned) {
 		out.released = append(out.released, rec.Seq)
 		out.abandoned++
 		return
 	}
-	if errors.Is(err, errOnePerAggregate) {
+	if errors.Is(err, sink.ErrNotSent) {
 		out.released = append(out.released, rec.Seq)
-		out.onePerAggregate++
+		if errors.Is(err, errOnePerAggregate) {
+			out.onePerAggregate++
+		} else {
+			out.cut++
+		}
 		return
 	}
 	unavailable := sink.Classify(err) == sink.Unavailable
@@ -193,7 +199,10 @@ func (out outcome) releaseReason() string {
 	if out.onePerAggregate > 0 {
 		why = append(why, "the sink publishes one message per aggregate per call")
 	}
-	if len(out.released) > out.abandoned+out.followers+out.onePerAggregate {
+	if out.cut > 0 {
+		why = append(why, "the sink cut the run before them (a change of topic, or a copy still in its producer); they follow in a later batch")
+	}
+	if len(out.released) > out.abandoned+out.followers+out.onePerAggregate+out.cut {
 		why = append(why, "shutdown: the broker could not be reached, or did not acknowledge in time")
 	}
 	return strings.Join(why, "; ")

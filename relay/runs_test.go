@@ -351,6 +351,7 @@ var failureClasses = []failureClass{
 			return !f.CountAttempt && !f.Dead && !f.Unavailable && f.Delay >= sink.MinTopicRetryDelay
 		}},
 	{name: "abandoned", err: fmt.Errorf("%w: the stream ended", strategy.ErrAbandoned), released: true},
+	{name: "not-sent", err: fmt.Errorf("%w: the run changes topic here", sink.ErrNotSent), released: true},
 	{name: "unavailable-while-stopping", err: fmt.Errorf("%w: context canceled", sink.ErrUnavailable),
 		stopping: true, released: true},
 }
@@ -551,8 +552,8 @@ func TestRelay_Run_InvalidMessageHoldsBackTheRestOfItsRun(t *testing.T) {
 		t.Errorf("sink calls %v; want one Publish of seqs 1 and 4", calls)
 	}
 	checkSettled(t, res, settlement{sent: []int64{1, 4}, failed: []int64{2}, released: []int64{3}})
-	if len(res.failed) == 1 && !res.failed[0].dead {
-		t.Error("the invalid message was not dead-lettered")
+	if len(res.failed) != 1 || !res.failed[0].dead {
+		t.Errorf("failed %v; want the invalid message dead-lettered", res.failed)
 	}
 }
 

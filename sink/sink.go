@@ -42,10 +42,11 @@ var (
 	// topic (see [TopicError]).
 	ErrTopicUnavailable = errors.New("topic unavailable")
 	// ErrNotSent marks the error of a record that a [RunSink] did not
-	// hand to the broker because an earlier record of its aggregate in the
-	// same call failed. The relay gives it back unsent, counting no
-	// attempt; it follows the earlier record.
-	ErrNotSent = errors.New("not sent: an earlier record of its aggregate failed")
+	// hand to the broker: an earlier record of its aggregate in the same
+	// call failed, or the sink cut the run before it (where the run changes
+	// topic, for one). The relay gives it back unsent, counting no attempt;
+	// it follows the earlier records in a later call.
+	ErrNotSent = errors.New("not sent: it follows an earlier record of its aggregate")
 )
 
 // Sink publishes records to a broker.
