@@ -320,8 +320,7 @@ func Check(obs Observations, b Bounds) Verdict {
 	}
 	inOutage := func(t time.Time) bool {
 		for _, f := range obs.Faults {
-			outage := f.Kind == FaultBrokerStop || f.Target == "broker" && strings.HasPrefix(f.Kind, "link-")
-			if outage && !t.Before(f.Start) && !t.After(f.End.Add(b.Grace)) {
+			if isOutage(f) && !t.Before(f.Start) && !t.After(f.End.Add(b.Grace)) {
 				return true
 			}
 		}
@@ -332,7 +331,7 @@ func Check(obs Observations, b Bounds) Verdict {
 		switch {
 		case f.Kind == FaultRelayKill, f.Kind == FaultLeaderKill, f.Kind == FaultRelayAfterAck, f.Kind == FaultRelayInMark, f.Kind == FaultRelayZombie:
 			kills = append(kills, f)
-		case f.Kind == FaultBrokerStop, f.Target == "broker" && strings.HasPrefix(f.Kind, "link-"):
+		case isOutage(f):
 			outages = append(outages, f)
 		}
 	}
@@ -519,6 +518,13 @@ func percentiles(ds []time.Duration) Latency {
 	slices.Sort(ds)
 	at := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
 	return Latency{N: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1]}
+}
+
+// isOutage reports whether f cuts the relays off the broker: the broker
+// stopped, or any fault on its link (a slow link holds records in the
+// producers as a cut one does, until the publish timeout).
+func isOutage(f FaultWindow) bool {
+	return f.Kind == FaultBrokerStop || f.Target == "broker" && strings.HasPrefix(f.Kind, "link-")
 }
 
 // killReach returns the windows in which each kill may cause a copy: from

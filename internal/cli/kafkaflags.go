@@ -174,13 +174,16 @@ func (k *kafkaFlags) security() kafka.Security {
 	}
 }
 
-// newSink creates the Kafka sink. A configuration error that kafka.New finds
-// is reported as a usage error naming the flag.
-func (k *kafkaFlags) newSink(logger *slog.Logger) (*kafka.Sink, error) {
+// newSink creates the Kafka sink for a relay that publishes up to calls
+// batches at once: it may keep that many run clients (Config.MaxRunClients,
+// at least its default). A configuration error that kafka.New finds is
+// reported as a usage error naming the flag.
+func (k *kafkaFlags) newSink(logger *slog.Logger, calls int) (*kafka.Sink, error) {
 	cfg, err := k.config(logger)
 	if err != nil {
 		return nil, err
 	}
+	cfg.MaxRunClients = max(kafka.DefaultMaxRunClients, calls)
 	s, err := kafka.New(cfg)
 	if err != nil {
 		return nil, kafkaConfigError(err)

@@ -214,7 +214,7 @@ func (a *app) runRelay(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, af *a
 	if err != nil {
 		return err
 	}
-	snk, err := kf.newSink(a.logger)
+	snk, err := kf.newSink(a.logger, rf.workers)
 	if err != nil {
 		return err
 	}

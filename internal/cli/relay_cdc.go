@@ -177,7 +177,7 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 		return err
 	}
 	defer pool.Close()
-	snk, err := kf.newSink(a.logger)
+	snk, err := kf.newSink(a.logger, cdcCalls(rf, cf))
 	if err != nil {
 		return err
 	}
@@ -236,6 +236,16 @@ func (a *app) runRelayCDC(cmd *cobra.Command, rf *relayFlags, kf *kafkaFlags, cf
 	}
 	a.logger.Info("relay exited", slog.String("relay_id", r.ID()))
 	return nil
+}
+
+// cdcCalls is how many batches the CDC relay publishes at once: its core's
+// workers, ceil(MaxInFlight / BatchSize) (MaxInFlight 0: the default
+// number of batches).
+func cdcCalls(rf *relayFlags, cf *cdcFlags) int {
+	if cf.maxInFlight <= 0 || rf.batchSize <= 0 {
+		return cdc.DefaultInFlightBatches
+	}
+	return (cf.maxInFlight + rf.batchSize - 1) / rf.batchSize
 }
 
 // cdcConfig returns the cdc.Config for the flags, with pool and sink. Its

@@ -14,3 +14,13 @@ func TestCDCConfig_TakesTheRunFlags(t *testing.T) {
 		t.Errorf("cdc.Config MaxRun %d, MaxRunBytes %d; want 7 and 4096 from the flags", cfg.MaxRun, cfg.MaxRunBytes)
 	}
 }
+
+// The CDC relay's sink may keep a run client per batch its core publishes
+// at once.
+func TestCDCCalls_AreTheCoresWorkers(t *testing.T) {
+	for _, c := range []struct{ batch, inFlight, want int }{{100, 0, 4}, {100, 100, 1}, {100, 1250, 13}} {
+		if got := cdcCalls(&relayFlags{batchSize: c.batch}, &cdcFlags{maxInFlight: c.inFlight}); got != c.want {
+			t.Errorf("batch %d, max in flight %d: %d calls, want %d", c.batch, c.inFlight, got, c.want)
+		}
+	}
+}

@@ -79,7 +79,7 @@ log.`,
 				return err
 			}
 			defer pool.Close()
-			snk, err := kf.newSink(a.logger)
+			snk, err := kf.newSink(a.logger, 1)
 			if err != nil {
 				return err
 			}

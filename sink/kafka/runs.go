@@ -48,18 +48,27 @@ var _ sink.RunSink = (*Sink)(nil)
 // other record enters it, so when a batch fails, the records behind it in
 // the partition fail with it. When the flush ends, the client goes back to
 // the pool, unless a record of the call failed: then it is closed, and a
-// later call opens a new one. The pool holds at most Config.MaxRunClients clients, one per
-// call in progress (or still flushing, below): a call waits while all are
-// busy. This costs one more producer client, with its connections and
-// producer id, per concurrent call.
+// later call opens a new one. The pool holds at most Config.MaxRunClients
+// clients, one per call in progress (or still flushing, below): a call
+// waits while all are busy, so MaxRunClients should be at least the
+// number of calls the relay makes at once (its workers). This costs one
+// more producer client, with its connections and producer id, per
+// concurrent call.
+//
+// A limit of the producer library: "sending only while flushed" holds for
+// the start of a send, and a send loop of the previous call that is still
+// running when its flush returned can send the next call's first records
+// before that call flushes. The call's checks before its flush (above) then
+// still stop a later record behind a failed one; a record the loop already
+// sent cannot be taken back.
 //
 // When ctx ends first, the records not yet acknowledged get an
 // [sink.ErrUnavailable] error, but those already sent stay in the call's
 // client, which keeps flushing them in the background until they have an
-// outcome and is then closed; a later call publishing one of
-// them waits for that copy's outcome, as with Publish. A record refused as
-// too large for its batch is sent again alone, in order, as with Publish;
-// after one that stays refused, the later records of its aggregate get an
+// outcome and is then closed; a later call publishing one of them waits
+// for that copy's outcome, as with Publish. A record refused as too large
+// for its batch is sent again alone, in order, as with Publish; after one
+// that stays refused, the later records of its aggregate get an
 // [sink.ErrNotSent] error.
 func (s *Sink) PublishRuns(ctx context.Context, recs []outbox.Record) []error {
 	errs := make([]error, len(recs))
