@@ -21,12 +21,10 @@ WITH RECURSIVE {{claim_heads}}
 -- (or FAILED). No index covers those columns or has them in its predicate,
 -- so PostgreSQL can update the row in place (a HOT update, where the page
 -- has room, as the page a message was just inserted into has): no new index
--- entries, and a smaller WAL record. Setting status to IN_FLIGHT wrote four
--- index entries per message (the primary key, id and both partial indexes,
--- whose predicates name status) and left as many dead ones behind for the
--- next claims to skip; in the bench's steady phase writers at full speed
--- lost 15.9% of their throughput to the relay with it, 13.3% without (the
--- medians of 12 alternating runs, docs/performance-history.md). A leased
+-- entries, and a smaller WAL record. Setting status to IN_FLIGHT would
+-- write four index entries per message (the primary key, id and both
+-- partial indexes, whose predicates name status) and leave as many dead
+-- ones behind for the next claims to skip. A leased
 -- row is not due until the lease ends (next_attempt_at), still unsent for the
 -- probe of later messages of its aggregate, and IN_FLIGHT to every reader
 -- (get.sql, counts.sql and RETURNING below: a PENDING or FAILED row with a
@@ -39,10 +37,9 @@ SET next_attempt_at = now() + $4::bigint * interval '1 millisecond',
     lease_expires_at = now() + $4::bigint * interval '1 millisecond'
 -- = ANY of the CTE's seqs rather than a join with it: the relay runs with
 -- plan_cache_mode = force_generic_plan (relay_settings.sql), and a generic
--- plan does not know LIMIT $1. It expected a tenth of the table from the
--- CTE and joined it with a merge join over the whole primary key: 680 ms
--- per claim of 100 with 175,000 sent rows, and a drain of 200,000 that
--- slowed to 1,300 messages/s. An array of seqs is a probe per seq in any
+-- plan does not know LIMIT $1: it expects a tenth of the table from the
+-- CTE and may join it with a merge join over the whole primary key, a scan
+-- of every sent row per claim. An array of seqs is a probe per seq in any
 -- plan (TestClaim_GenericPlanProbesThePrimaryKeyPerSeq).
 WHERE m.seq = ANY (ARRAY(SELECT seq FROM due))
 -- by_aggregate_pos: the row's place in the scan by aggregate if that scan

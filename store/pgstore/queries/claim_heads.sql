@@ -16,11 +16,8 @@
 -- messages are heads when the backlog spreads over many aggregates, and the
 -- walk stops after $1 of them. When it sits on a few aggregates (a hot
 -- aggregate, or a broker outage that left each aggregate a queue of its own)
--- most are not, and an unbounded walk read the whole backlog on every claim:
--- the database-only drain of 20,000 messages over 10 aggregates ran at 23
--- messages/s, on the machine where 200,000 over 10,000 aggregates drained
--- at 20,000/s. So the walk stops at $6 seqs past the first due message
--- (win.hi).
+-- most are not, and an unbounded walk would read the whole backlog on every
+-- claim. So the walk stops at $6 seqs past the first due message (win.hi).
 --
 -- by_aggregate finds the heads beyond that span: it steps from one
 -- aggregate with unsent messages to the next in
@@ -55,16 +52,15 @@ by_seq AS (
       -- The probe reads outbox_messages_unsent_by_aggregate backwards from
       -- the row's own key to the nearest visible unsent entry of its
       -- aggregate, so a message behind others of its aggregate costs one
-      -- step. The NOT EXISTS it replaces read forward from the aggregate's
-      -- first key, through the entries its sent messages leave until
-      -- vacuum, for every row: the database-only drain of one aggregate's
-      -- backlog ran at 17 messages/s. The two row comparisons are the
-      -- scan's keys: the upper one enters the index at the row's key, the
-      -- lower one ends the scan at the aggregate's first key. (With the
-      -- equalities on aggregate_type and aggregate_id as keys, PostgreSQL 15
-      -- entered at the aggregate's last key and walked back over its
-      -- backlog; with seq < m.seq, the primary key offers the same order
-      -- and the planner may take it, a walk back over the whole table.)
+      -- step (a NOT EXISTS would read forward from the aggregate's first
+      -- key, through the entries its sent messages leave until vacuum, for
+      -- every row). The two row comparisons are the scan's keys: the upper
+      -- one enters the index at the row's key, the lower one ends the scan
+      -- at the aggregate's first key. (With equalities on aggregate_type
+      -- and aggregate_id as keys, PostgreSQL enters at the aggregate's last
+      -- key and walks back over its backlog; with seq < m.seq, the primary
+      -- key offers the same order and the planner may take it, a walk back
+      -- over the whole table.)
       -- Selecting e.status makes it read the heap, which marks dead entries
       -- for later scans to skip; an index-only scan does not.
       AND (SELECT e.status
