@@ -33,7 +33,7 @@ func TestNew_RejectsBadConfigNamingTheField(t *testing.T) {
 		{"BatchSize", cdc.Config{Pool: pool, Sink: snk, BatchSize: -1}},
 		{"Cleanup", cdc.Config{Pool: pool, Sink: snk, Cleanup: 7}},
 		{"MaxInFlight", cdc.Config{Pool: pool, Sink: snk, MaxInFlight: -1}},
-		{"MaxRun", cdc.Config{Pool: pool, Sink: snk, MaxRun: 2}}, // not a sink.RunSink
+		{"MaxRun", cdc.Config{Pool: pool, Sink: plainSink{snk}, MaxRun: 2}}, // not a sink.RunSink
 		{"MaxRun", cdc.Config{Pool: pool, Sink: testRunSink{snk}, BatchSize: 5, MaxRun: 6}},
 		{"MaxRunBytes", cdc.Config{Pool: pool, Sink: testRunSink{snk}, MaxRun: 2, MaxRunBytes: -1}},
 		{"MaxInFlightBytes", cdc.Config{Pool: pool, Sink: snk, MaxInFlightBytes: -1}},

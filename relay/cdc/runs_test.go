@@ -18,6 +18,10 @@ import (
 // Publish.
 type testRunSink struct{ sink.Sink }
 
+// plainSink hides every method of its sink but those of sink.Sink, so that
+// it is not a sink.RunSink whatever it wraps.
+type plainSink struct{ sink.Sink }
+
 func (s testRunSink) PublishRuns(ctx context.Context, recs []outbox.Record) []error {
 	return s.Publish(ctx, recs)
 }
