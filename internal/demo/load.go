@@ -42,6 +42,9 @@ type load struct {
 	orders []*placedOrder
 
 	placed, rejected, paid, shipped, cancelled atomic.Int64
+	// visits counts the customers' visits; every tenth, the first
+	// included, sends an invalid order.
+	visits atomic.Int64
 	// unexpected are answers that break the service's contract: an invalid
 	// order accepted, a valid one refused, a transition refused.
 	unexpected atomic.Int64
@@ -81,8 +84,8 @@ func (l *load) run(ctx context.Context) {
 
 var skus = []string{"BOOK-1", "MUG-1", "PEN-1"}
 
-// customer is one customer's visit: an invalid order one time in ten,
-// otherwise an order that is then paid, shipped or cancelled, or left.
+// customer is one customer's visit: an invalid order one visit in ten (the
+// first, the eleventh, ...), otherwise an order that is then paid, shipped or cancelled, or left.
 // When ctx ends the customer takes no further step, but a request already
 // sent runs to its answer, so that what the load knows of each order is
 // what the service committed.
@@ -90,7 +93,7 @@ func (l *load) customer(ctx context.Context, rng *rand.Rand) {
 	stop := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if rng.IntN(10) == 0 {
+	if l.visits.Add(1)%10 == 1 {
 		bad := []string{
 			`{"customerId":"C-%d","amount":"12.345","currency":"EUR","items":[{"sku":"BOOK-1","quantity":1}]}`,
 			`{"customerId":"C-%d","amount":"10.00","currency":"XXX","items":[{"sku":"BOOK-1","quantity":1}]}`,
